@@ -32,7 +32,6 @@ from .errors import CudaError, MissingSymbolError, OutOfMemoryError, error_class
 from .ffi import library
 from .ffi.results import Result
 from .ffi.table import TABLE, Decl
-from .ffi.types import CUdeviceptr
 
 #: Called with every CudaError before it is raised (layer 2 uses this to mark poisoned contexts).
 error_observers: list[Callable[[CudaError], None]] = []
@@ -192,27 +191,28 @@ _ARG_TEXT_LIMIT = 24
 def format_arguments(decl: Decl, args: Sequence[Any]) -> str:
     """``dptr=&c_ulong, bytesize=1099511627776``: enough to recognise the call, never huge."""
     parts = []
-    for name, argtype, value in zip(decl.param_names, decl.argtypes, args, strict=False):
-        parts.append(f"{name}={_format_value(value, argtype)}")
+    for name, c_param, value in zip(decl.param_names, decl.params, args, strict=False):
+        # Addresses read best in hex; counts and flags in decimal. The C type says which is which.
+        address = "*" in c_param or "CUdeviceptr" in c_param
+        parts.append(f"{name}={_format_value(value, address)}")
     return ", ".join(parts)
 
 
-def _format_value(value: Any, argtype: Any) -> str:
+def _format_value(value: Any, address: bool) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bytes):
         shown = value[:_ARG_TEXT_LIMIT]
         return repr(shown) + ("..." if len(value) > _ARG_TEXT_LIMIT else "")
     if isinstance(value, int):
-        pointer_like = argtype in (CUdeviceptr, ctypes.c_void_p)
-        return hex(value) if pointer_like else str(value)
+        return hex(value) if address else str(value)
     if isinstance(value, ctypes.Array):
         return f"<{value._type_.__name__}[{len(value)}]>"
     if type(value).__name__ == "CArgObject":  # what byref() returns
         return "&" + type(value._obj).__name__
     if isinstance(value, ctypes._SimpleCData):
         inner = value.value
-        return hex(inner) if isinstance(inner, int) and argtype is ctypes.c_void_p else repr(inner)
+        return hex(inner) if isinstance(inner, int) and address else repr(inner)
     return "<" + type(value).__name__ + ">"
 
 

@@ -142,7 +142,8 @@ class DriverNotFoundError(RawCudaError, OSError):
 
     def __init__(self, tried: Sequence[tuple[str, str]], env_var: str, env_set: bool) -> None:
         self.tried = list(tried)
-        lines = ["could not load the NVIDIA driver library (libcuda); tried:"]
+        names = ", ".join(name for name, _ in self.tried)
+        lines = [f"could not load the NVIDIA driver library libcuda (tried {names})"]
         lines += [f"  {name}: {why}" for name, why in self.tried]
         if env_set:
             lines.append(f"fix: {env_var} is set, so only that path was tried; point it at a real "
@@ -184,6 +185,11 @@ class CudaError(RawCudaError):
         self.hint = HINTS.get(self.code, "")
         super().__init__(self._message())
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only constructors defeat the default pickling of exceptions; rebuild from the fields so
+        # an error raised in a worker process (multiprocessing, concurrent.futures) arrives intact.
+        return _rebuild, (type(self), dict(self.__dict__), self.args)
+
     @property
     def result(self) -> Result | None:
         """The code as a :class:`Result` member, or None if our table does not know it."""
@@ -205,11 +211,18 @@ class CudaError(RawCudaError):
         return "\n".join(lines)
 
 
+def _rebuild(cls: type[CudaError], state: dict[str, object], args: tuple[object, ...]) -> CudaError:
+    error = Exception.__new__(cls, *args)  # cls.__new__ would be MemoryError.__new__, which refuses
+    error.__dict__.update(state)
+    error.args = args
+    return error
+
+
 def _fallback_description(name: str) -> str:
     # Used when the driver cannot describe its own code (no driver, stub library, unknown code).
     if name.startswith("CUDA_ERROR_"):
         return name[len("CUDA_ERROR_"):].replace("_", " ").lower()
-    return "no description available"
+    return "a code rawcuda's table does not know (from a newer driver?)"
 
 
 class InvalidValueError(CudaError, ValueError):

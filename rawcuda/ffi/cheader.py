@@ -125,7 +125,10 @@ class Header:
 
     def enum_of(self, type_name: str) -> dict[str, int] | None:
         """The members of an enum named by typedef (``CUresult``) or tag (``cudaError_enum``)."""
-        resolved = self.resolve(type_name)
+        try:
+            resolved = self.resolve(type_name)
+        except ValueError:
+            return None
         if resolved.kind != "enum":
             return None
         return self.enum_members.get(resolved.name)

@@ -140,4 +140,4 @@ def c_name(code: int) -> str:
     try:
         return "CUDA_" + Result(code).name
     except ValueError:
-        return f"CUresult({code}) (unknown to rawcuda's table; newer driver?)"
+        return f"CUresult {code}"
