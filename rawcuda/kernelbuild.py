@@ -1,0 +1,582 @@
+"""Compile ``kernels/*.cu`` to PTX with nvcc: the seed article's ``build.rs``, done in Python.
+
+In the seed article, Cargo runs ``build.rs`` before compiling the crate; it calls ``nvcc --ptx`` on the
+kernels and the Rust code embeds the PTX. Python has no build step, so this module is called instead
+by ``python build.py`` (its command line), by the tests, and by anything that wants to build on demand.
+
+Why PTX, and not a cubin (machine code)?
+    A cubin runs only on the GPU architecture it was compiled for (``sm_80`` code does not run on an
+    ``sm_90`` H200). PTX is the GPU's portable assembly: the driver's JIT compiles it, when the module
+    is loaded, for whatever GPU is there -- including GPUs newer than the compiler.
+
+Why a *virtual* architecture, ``-arch=compute_80``?
+    ``compute_XY`` names a PTX feature level, not a chip. The PTX says ``.target sm_80``: "runs on sm_80
+    and everything newer" (A100, L40, H100/H200 via JIT). Raising it unlocks newer instructions and
+    drops older GPUs; the default is the oldest architecture with the features the kernels use.
+
+Why hash ``nvcc --version`` into the cache key?
+    Two nvcc releases produce different PTX from the same source -- and a newer one writes a newer PTX
+    ISA ``.version``, which an older driver refuses (CUDA_ERROR_UNSUPPORTED_PTX_VERSION, 222). Caching
+    on the source alone would keep PTX from the wrong compiler. The key is a SHA-256 of the source
+    bytes, the local headers it includes, the flags and the full ``nvcc --version`` text, so exactly the
+    kernels whose inputs changed are rebuilt. Content, not modification times: ``git checkout`` and CI
+    caches scramble mtimes, and a timestamp says nothing about the compiler.
+
+The other choices:
+    * ``-lineinfo`` (default): line tables for Nsight Compute and compute-sanitizer to map instructions
+      back to source lines. It does not change the generated code. ``--no-lineinfo`` drops it.
+    * ``--use_fast_math`` is opt-in: it flushes denormals to zero and swaps ``tanhf``, division and
+      square roots for faster approximations, which changes results -- a decision, not a default.
+    * PTX is written atomically (temporary file, then rename): an interrupted build never leaves a
+      half-written PTX for the driver to choke on.
+    * ``NVCC_PATH`` chooses the compiler. If it is set, it is the only one tried: silently using another
+      nvcc would hide the mistake you are debugging.
+
+The manifest (``manifest.json`` beside the PTX) records, per kernel source::
+
+    "vector_add": {"source": "vector_add.cu", "ptx": "vector_add.ptx", "cache_key": "<sha256>",
+                   "options": {"arch": "compute_80", "fast_math": false, "lineinfo": true},
+                   "flags": [...], "nvcc_release": "13.0, V13.0.88", "ptx_version": "9.0",
+                   "target": "sm_80", "address_size": 64,
+                   "entries": {"vector_add": {"params": [{"name": ..., "type": "u64", "size": 8, ...}],
+                                              "directives": {}}}}
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import hashlib
+import json
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from . import ptx
+from .errors import RawCudaError
+from .kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX, load_manifest
+
+NVCC_ENV = "NVCC_PATH"
+CUDA_HOME_ENV = "CUDA_HOME"
+DEFAULT_CUDA_NVCC = "/usr/local/cuda/bin/nvcc"
+DEFAULT_ARCH = "compute_80"
+SOURCE_SUFFIX = ".cu"
+MANIFEST_FORMAT = 1
+CACHE_KEY_SALT = b"rawcuda-kernelbuild-1"  # bump to invalidate every cache key after a change in here
+
+#: The kernel sources of a source checkout (an installed package has none: it ships the PTX).
+SOURCE_DIR: Path = Path(__file__).resolve().parent.parent / "kernels"
+
+_LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
+_RELEASE = re.compile(r"release\s+([^\n]+)")
+
+Log = Callable[[str], None]
+
+
+class KernelBuildError(RawCudaError):
+    """nvcc is missing or failed. The message has nvcc's own output, the ``.cu`` file and the command."""
+
+    def __init__(self, message: str, *, source: Path | None = None, command: Sequence[str] = (),
+                 output: str = "") -> None:
+        self.source = source
+        self.command = list(command)
+        self.output = output
+        super().__init__(message)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Options and the compiler
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What changes the generated PTX, apart from the source and the compiler."""
+
+    arch: str = DEFAULT_ARCH
+    fast_math: bool = False
+    lineinfo: bool = True
+
+    def flags(self) -> list[str]:
+        """nvcc's flags for these options (without ``-o`` and the input file)."""
+        flags = ["--ptx", f"-arch={self.arch}"]
+        if self.lineinfo:
+            flags.append("-lineinfo")
+        if self.fast_math:
+            flags.append("--use_fast_math")
+        return flags
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
+        return cls(arch=str(data["arch"]), fast_math=bool(data["fast_math"]), lineinfo=bool(data["lineinfo"]))
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """An nvcc: its path and its full ``nvcc --version`` text (part of every cache key)."""
+
+    path: str
+    version: str
+
+    @property
+    def release(self) -> str:
+        """The short version, e.g. ``"13.0, V13.0.88"`` (the whole text if it has no release line)."""
+        m = _RELEASE.search(self.version)
+        return m.group(1).strip() if m else self.version.strip()
+
+
+def nvcc_candidates(env: Mapping[str, str] | None = None) -> list[str]:
+    """Where nvcc is looked for, in order: $NVCC_PATH alone if set; else PATH, $CUDA_HOME/bin, /usr/local/cuda."""
+    env = os.environ if env is None else env
+    chosen = env.get(NVCC_ENV)
+    if chosen:
+        return [chosen]
+    found = [shutil.which("nvcc", path=env.get("PATH")) or "nvcc (on PATH)"]
+    if env.get(CUDA_HOME_ENV):
+        found.append(str(Path(env[CUDA_HOME_ENV]) / "bin" / "nvcc"))
+    found.append(DEFAULT_CUDA_NVCC)
+    return found
+
+
+def find_nvcc(env: Mapping[str, str] | None = None) -> str:
+    """The nvcc to use; KernelBuildError listing every place tried when there is none."""
+    env = os.environ if env is None else env
+    tried = nvcc_candidates(env)
+    for candidate in tried:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    lines = ["nvcc (the CUDA compiler) was not found; tried:", *(f"  {c}" for c in tried)]
+    if env.get(NVCC_ENV):
+        lines.append(f"fix: {NVCC_ENV} is set, so only that path was tried; point it at an nvcc, or unset it")
+    else:
+        lines.append(f"fix: install the CUDA toolkit, put its bin/ on PATH, or set {NVCC_ENV} to nvcc's path")
+    lines.append("(the committed PTX in rawcuda/kernels/ works without nvcc; only rebuilding needs it)")
+    raise KernelBuildError("\n".join(lines))
+
+
+def probe(nvcc: str | None = None) -> Compiler:
+    """Find nvcc (unless given) and ask it for ``--version``."""
+    path = nvcc or find_nvcc()
+    command = [path, "--version"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise KernelBuildError(f"could not run {shlex.join(command)}: {exc}", command=command) from exc
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip()
+        raise KernelBuildError(
+            f"{shlex.join(command)} failed with exit status {done.returncode}:\n{output}",
+            command=command,
+            output=output,
+        )
+    return Compiler(path=path, version=done.stdout.strip())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Sources and cache keys
+
+
+def kernel_sources(src_dir: Path) -> list[Path]:
+    """Every ``*.cu`` directly in ``src_dir``, sorted by name."""
+    if not src_dir.is_dir():
+        raise KernelBuildError(
+            f"no kernel source directory {src_dir} (an installed package has no sources; build from a checkout)"
+        )
+    sources = sorted(src_dir.glob("*" + SOURCE_SUFFIX))
+    if not sources:
+        raise KernelBuildError(f"no *{SOURCE_SUFFIX} files in {src_dir}")
+    return sources
+
+
+def local_includes(source: Path, src_dir: Path) -> list[Path]:
+    """The headers under ``src_dir`` that ``source`` includes with ``#include "..."``, transitively.
+
+    ``<...>`` includes are system and toolkit headers; they change with the toolkit, which the nvcc
+    version in the cache key already covers.
+    """
+    root = src_dir.resolve()
+    found: dict[Path, None] = {}
+    pending = [source.resolve()]
+    while pending:
+        current = pending.pop()
+        for name in _LOCAL_INCLUDE.findall(current.read_text(encoding="utf-8", errors="replace")):
+            header = (current.parent / name).resolve()
+            if header.is_file() and header.is_relative_to(root) and header not in found:
+                found[header] = None
+                pending.append(header)
+    return sorted(found)
+
+
+def cache_key(source: Path, src_dir: Path, options: BuildOptions, compiler: Compiler) -> str:
+    """SHA-256 of everything that decides the PTX: source, local headers, flags, ``nvcc --version``."""
+    digest = hashlib.sha256()
+
+    def feed(label: str, data: bytes) -> None:
+        # Length-prefixed, so that no two different inputs can concatenate to the same bytes.
+        digest.update(label.encode() + b"\0" + len(data).to_bytes(8, "little") + data)
+
+    feed("salt", CACHE_KEY_SALT)
+    feed("source", source.read_bytes())
+    root = src_dir.resolve()
+    for header in local_includes(source, src_dir):
+        feed("include " + header.relative_to(root).as_posix(), header.read_bytes())
+    feed("flags", "\0".join(options.flags()).encode())
+    feed("nvcc", compiler.version.encode())
+    return digest.hexdigest()
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Planning: what is stale
+
+
+UP_TO_DATE = "up to date"
+
+
+@dataclass(frozen=True)
+class KernelPlan:
+    """One kernel source and whether it must be compiled (``reason`` says why, or ``"up to date"``)."""
+
+    stem: str
+    source: Path
+    ptx: Path
+    key: str
+    reason: str
+
+    @property
+    def stale(self) -> bool:
+        return self.reason != UP_TO_DATE
+
+
+def plan(src_dir: Path, out_dir: Path, options: BuildOptions, compiler: Compiler, *, force: bool = False,
+         manifest: Mapping[str, Any] | None = None) -> list[KernelPlan]:
+    """Decide, for every kernel source, whether it needs compiling. Compiles nothing."""
+    known = (read_manifest(out_dir) if manifest is None else manifest).get("kernels", {})
+    plans = []
+    for source in kernel_sources(src_dir):
+        stem = source.stem
+        key = cache_key(source, src_dir, options, compiler)
+        out = out_dir / (stem + PTX_SUFFIX)
+        plans.append(KernelPlan(stem, source, out, key, _why_stale(known.get(stem), key, out, force)))
+    return plans
+
+
+def _why_stale(recorded: Mapping[str, Any] | None, key: str, out: Path, force: bool) -> str:
+    if force:
+        return "forced (--force)"
+    if recorded is None:
+        return "new (not in the manifest)"
+    if not out.is_file():
+        return f"{out.name} is missing"
+    if recorded.get("cache_key") != key:
+        return "changed (source, an included header, the flags or nvcc)"
+    return UP_TO_DATE
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Compiling one kernel
+
+
+def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOptions) -> str:
+    """Run nvcc on one source and atomically replace ``out``; returns nvcc's warnings (often empty)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = _temporary_beside(out)  # nvcc creates it (so the umask applies); renamed over `out` on success
+    command = [compiler.path, *options.flags(), "-o", str(tmp), str(source)]
+    try:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise KernelBuildError(f"could not run nvcc for {source}: {exc}\ncommand: {shlex.join(command)}",
+                                   source=source, command=command) from exc
+        output = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            raise KernelBuildError(
+                f"nvcc failed to compile {source} (exit status {done.returncode})\n"
+                f"command: {shlex.join(command)}\n"
+                f"nvcc output:\n{_indent(output or '(nothing)')}",
+                source=source,
+                command=command,
+                output=output,
+            )
+        os.replace(tmp, out)
+        return output
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _indent(text: str, prefix: str = "    ") -> str:
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+# ---------------------------------------------------------------------------------------------------------
+# The manifest
+
+
+def read_manifest(out_dir: Path) -> dict[str, Any]:
+    """The manifest in ``out_dir``, or an empty one if there is none yet."""
+    path = out_dir / MANIFEST_NAME
+    if not path.is_file():
+        return {"format": MANIFEST_FORMAT, "kernels": {}}
+    try:
+        data: dict[str, Any] = json.loads(path.read_text(encoding="utf-8"))
+    except json.JSONDecodeError as exc:
+        raise KernelBuildError(f"{path} is not valid JSON ({exc}); delete it and rebuild with --force") from exc
+    if data.get("format") != MANIFEST_FORMAT:
+        return {"format": MANIFEST_FORMAT, "kernels": {}}  # an older layout: rebuild everything
+    return data
+
+
+def kernel_record(p: KernelPlan, options: BuildOptions, compiler: Compiler, info: ptx.PtxInfo) -> dict[str, Any]:
+    """The manifest's record of one built kernel source."""
+    return {
+        "source": p.source.name,
+        "ptx": p.ptx.name,
+        "cache_key": p.key,
+        "options": options.to_json(),
+        "flags": options.flags(),
+        "nvcc_release": compiler.release,
+        "ptx_version": info.version_text,
+        "target": info.target,
+        "address_size": info.address_size,
+        "entries": {name: entry_record(entry) for name, entry in info.entries.items()},
+    }
+
+
+def entry_record(entry: ptx.Entry) -> dict[str, Any]:
+    """One kernel's parameters (as :mod:`rawcuda.ptx` parses them) and performance directives."""
+    return {
+        "params": [dataclasses.asdict(param) for param in entry.params],
+        "directives": {key: list(values) for key, values in entry.directives},
+    }
+
+
+def write_atomic(path: Path, data: bytes) -> None:
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
+
+    A rename within one directory is atomic: a reader sees the old file or the new one, never half of it.
+    """
+    tmp = _temporary_beside(path)
+    try:
+        with tmp.open("xb") as f:
+            f.write(data)
+        os.replace(tmp, path)
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def _temporary_beside(path: Path) -> Path:
+    """A fresh hidden name in ``path``'s directory (same file system, so the final rename is atomic)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+
+
+def write_manifest(out_dir: Path, manifest: Mapping[str, Any]) -> bool:
+    """Write the manifest if its content changed; True when it did."""
+    path = out_dir / MANIFEST_NAME
+    data = (json.dumps(manifest, indent=2) + "\n").encode()
+    if path.is_file() and path.read_bytes() == data:
+        return False
+    write_atomic(path, data)
+    return True
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Building
+
+
+@dataclass
+class BuildResult:
+    """What a build did: which stems were compiled, which were up to date, which stale PTX was removed."""
+
+    built: list[str] = field(default_factory=list)
+    cached: list[str] = field(default_factory=list)
+    removed: list[str] = field(default_factory=list)
+    warnings: dict[str, str] = field(default_factory=dict)
+    manifest: Path | None = None
+
+
+def build(src_dir: Path | None = None, out_dir: Path | None = None, options: BuildOptions | None = None, *,
+          force: bool = False, nvcc: str | None = None, jobs: int | None = None,
+          log: Log | None = None) -> BuildResult:
+    """Compile every stale ``src_dir/*.cu`` to ``out_dir/<stem>.ptx`` and update the manifest.
+
+    Kernels that fail to compile keep their previous PTX and manifest record; after every other kernel
+    is built and recorded, one :class:`KernelBuildError` reports all the failures.
+    """
+    src_dir = Path(src_dir or SOURCE_DIR)
+    out_dir = Path(out_dir or KERNEL_DIR)
+    options = options or BuildOptions()
+    say = log or (lambda _message: None)
+    compiler = probe(nvcc)
+    manifest = read_manifest(out_dir)
+    plans = plan(src_dir, out_dir, options, compiler, force=force, manifest=manifest)
+    out_dir.mkdir(parents=True, exist_ok=True)
+
+    result = BuildResult()
+    kernels: dict[str, Any] = manifest.setdefault("kernels", {})
+    result.removed = _prune(kernels, {p.stem for p in plans}, out_dir, say)
+    for p in plans:
+        if not p.stale:
+            result.cached.append(p.stem)
+            say(f"up to date  {p.source.name}")
+    failures = _compile_all([p for p in plans if p.stale], options, compiler, kernels, result, jobs, say)
+
+    write_manifest(out_dir, {
+        "format": MANIFEST_FORMAT,
+        "generator": "rawcuda.kernelbuild (python build.py)",
+        "nvcc_version": compiler.version,
+        "kernels": dict(sorted(kernels.items())),
+    })
+    result.manifest = out_dir / MANIFEST_NAME
+    if failures:
+        raise _combine(failures)
+    return result
+
+
+def _compile_all(stale: list[KernelPlan], options: BuildOptions, compiler: Compiler, kernels: dict[str, Any],
+                 result: BuildResult, jobs: int | None, say: Log) -> list[KernelBuildError]:
+    """Compile the stale kernels in parallel (nvcc is a separate process per file)."""
+    workers = max(1, min(len(stale), jobs or os.cpu_count() or 1))
+    failures: list[KernelBuildError] = []
+    with ThreadPoolExecutor(max_workers=workers) as pool:
+        futures = [(p, pool.submit(_build_one, p, options, compiler)) for p in stale]
+        for p, future in futures:
+            try:
+                record, warnings, seconds = future.result()
+            except KernelBuildError as exc:
+                failures.append(exc)
+                say(f"FAILED      {p.source.name}")
+                continue
+            kernels[p.stem] = record
+            result.built.append(p.stem)
+            say(f"compiled    {p.source.name} -> {p.ptx.name} ({seconds:.1f} s; {p.reason})")
+            if warnings:
+                result.warnings[p.stem] = warnings
+                say(_indent(warnings))
+    return failures
+
+
+def _build_one(p: KernelPlan, options: BuildOptions, compiler: Compiler) -> tuple[dict[str, Any], str, float]:
+    start = time.perf_counter()
+    warnings = compile_kernel(compiler, p.source, p.ptx, options)
+    try:
+        info = ptx.parse_file(p.ptx)
+    except ptx.PtxParseError as exc:
+        raise KernelBuildError(f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}",
+                               source=p.source) from exc
+    return kernel_record(p, options, compiler, info), warnings, time.perf_counter() - start
+
+
+def _prune(kernels: dict[str, Any], stems: set[str], out_dir: Path, say: Log) -> list[str]:
+    """Forget kernels whose source is gone, and delete the PTX this build once wrote for them."""
+    removed = []
+    for stem in sorted(set(kernels) - stems):
+        record = kernels.pop(stem)
+        (out_dir / Path(str(record.get("ptx", stem + PTX_SUFFIX))).name).unlink(missing_ok=True)
+        removed.append(stem)
+        say(f"removed     {stem}{PTX_SUFFIX} (no {stem}{SOURCE_SUFFIX} any more)")
+    return removed
+
+
+def _combine(failures: list[KernelBuildError]) -> KernelBuildError:
+    if len(failures) == 1:
+        return failures[0]
+    message = f"{len(failures)} kernels failed to compile:\n\n" + "\n\n".join(str(f) for f in failures)
+    first = failures[0]
+    return KernelBuildError(message, source=first.source, command=first.command, output=first.output)
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Listing
+
+
+def describe_param(param: Mapping[str, Any]) -> str:
+    """A manifest parameter as PTX-like text without its name: ``.u64``, ``.align 8 .b8[16]``."""
+    if param.get("count") is not None:
+        return f".align {param['align']} .{param['type']}[{param['count']}]"
+    text = "." + param["type"]
+    if param.get("pointer"):
+        text += " .ptr" + (" " + param["state_space"] if param.get("state_space") else "")
+    return text
+
+
+def format_listing(manifest: Mapping[str, Any]) -> str:
+    """Each kernel source with its PTX ISA version, target, flags and entries (for ``build.py --list``)."""
+    lines = []
+    for stem, record in manifest.get("kernels", {}).items():
+        lines.append(
+            f"{stem}: {record['source']} -> {record['ptx']}  (PTX ISA {record['ptx_version']}, "
+            f".target {record['target']}, {' '.join(record['flags'][1:])}, nvcc {record['nvcc_release']})"
+        )
+        for name, entry in record["entries"].items():
+            params = ", ".join(describe_param(p) for p in entry["params"])
+            directives = "".join(f"  .{k} {','.join(map(str, v))}" for k, v in entry["directives"].items())
+            lines.append(f"    {name}({params}){directives}")
+    return "\n".join(lines) if lines else "(no kernels in the manifest)"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Command line (python build.py ...)
+
+
+def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(
+        prog="build.py",
+        description="Compile kernels/*.cu to PTX with nvcc (only what changed) and write the manifest.",
+        epilog=f"{NVCC_ENV} overrides the compiler (default: nvcc on PATH, then ${CUDA_HOME_ENV}/bin/nvcc, "
+               f"then {DEFAULT_CUDA_NVCC}).",
+    )
+    parser.add_argument("--arch", default=DEFAULT_ARCH,
+                        help=f"virtual architecture for the PTX (default {DEFAULT_ARCH}: sm_80 and newer)")
+    parser.add_argument("--fast-math", action="store_true", help="pass --use_fast_math (changes numerics)")
+    parser.add_argument("--no-lineinfo", action="store_true", help="omit -lineinfo (source lines for profilers)")
+    parser.add_argument("--force", action="store_true", help="rebuild every kernel, even if up to date")
+    parser.add_argument("--list", action="store_true",
+                        help="print the kernels, entries and parameters recorded in the manifest; build nothing")
+    parser.add_argument("--check", action="store_true",
+                        help="compile nothing; exit 1 if any PTX is out of date with its source")
+    parser.add_argument("--out", type=Path, default=KERNEL_DIR, help=f"PTX output directory (default {KERNEL_DIR})")
+    parser.add_argument("--src", type=Path, default=SOURCE_DIR, help=f"kernel sources (default {SOURCE_DIR})")
+    parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel nvcc processes (default: CPUs)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
+    return parser.parse_args(argv)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The ``build.py`` command line; returns the exit status (errors are printed, never a traceback)."""
+    args = parse_args(argv)
+    options = BuildOptions(arch=args.arch, fast_math=args.fast_math, lineinfo=not args.no_lineinfo)
+    try:
+        if args.list:
+            print(format_listing(load_manifest(args.out)))
+            return 0
+        if args.check:
+            return _check(args.src, args.out, options)
+        result = build(args.src, args.out, options, force=args.force, jobs=args.jobs,
+                       log=None if args.quiet else print)
+    except (KernelBuildError, FileNotFoundError) as exc:
+        print(f"build.py: error: {exc}", file=sys.stderr)
+        return 1
+    if not args.quiet:
+        print(f"{len(result.built)} compiled, {len(result.cached)} up to date -> {result.manifest}")
+    return 0
+
+
+def _check(src_dir: Path, out_dir: Path, options: BuildOptions) -> int:
+    stale = [p for p in plan(src_dir, out_dir, options, probe()) if p.stale]
+    for p in stale:
+        print(f"out of date: {p.source.name}: {p.reason}")
+    if stale:
+        print("run `python build.py` and commit the PTX and manifest", file=sys.stderr)
+    return 1 if stale else 0
+
