@@ -1,0 +1,117 @@
+"""Layer 2: pinned host memory, seen through a numpy array.
+
+Why pin? The copy engines move data by DMA, which needs physical pages that cannot be swapped or moved.
+From ordinary (pageable) memory the driver first copies into a pinned staging buffer of its own -- an
+extra copy, and no overlap with computation. Memory from ``cuMemHostAlloc`` is pinned already: copies
+from it run at full PCIe/NVLink speed and truly asynchronously.
+
+The flags (:class:`~rawcuda.ffi.constants.HostAllocFlag`) matter:
+
+* ``PORTABLE`` -- pinned for every context, not only the one that allocated it;
+* ``DEVICEMAP`` -- also mapped into the device address space (kernels can read it directly, "zero copy");
+* ``WRITECOMBINED`` -- the CPU writes it fast and the GPU reads it fast over PCIe, but **CPU reads are
+  very slow** (uncached): use it only for buffers the host writes and never reads back.
+
+Lifetime and safety: the numpy array is a *view* of driver memory. If ``close()`` freed that memory while
+a view still existed, touching the view would crash the interpreter. So the memory belongs to the ctypes
+object under the views: ``close()`` gives up rawcuda's reference, and the memory is freed when the last
+view is gone too (immediately, in the usual case of no outside views).
+"""
+
+from __future__ import annotations
+
+import ctypes
+import math
+import weakref
+from ctypes import byref, c_uint64, c_void_p
+from typing import Any
+
+import numpy as np
+
+from .checked import cu
+from .context import Context, finalize_child, resolve
+from .ffi.constants import HostAllocFlag
+from .memory import normalize_dtype, normalize_shape
+from .resource import Resource
+
+
+def host_view(ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype, context: Context,
+              release: Any) -> tuple[Any, np.ndarray]:
+    """A numpy array over ``nbytes`` at host address ``ptr``; ``release(ptr)`` runs when no view is left."""
+    if nbytes == 0:
+        return None, np.empty(shape, dtype)
+    raw = (ctypes.c_byte * nbytes).from_address(ptr)
+    finalizer = weakref.finalize(raw, finalize_child, context, release, ptr)
+    finalizer.atexit = False  # at exit the process teardown returns the memory
+    return raw, np.frombuffer(raw, dtype=dtype).reshape(shape)
+
+
+def _free_host(ptr: int) -> None:
+    cu.cuMemFreeHost(ptr)
+
+
+class PinnedBuffer(Resource):
+    """Page-locked host memory with a numpy view (``.array``)."""
+
+    _close_rank = 40
+
+    def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None,
+                 *, flags: HostAllocFlag = HostAllocFlag.DEFAULT) -> None:
+        ctx = resolve(context)
+        self.shape = normalize_shape(shape)
+        self.dtype = normalize_dtype(dtype)
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        self.flags = HostAllocFlag(flags)
+        ptr = c_void_p()
+        if self.nbytes:
+            ctx.activate()
+            cu.cuMemHostAlloc(byref(ptr), self.nbytes, int(self.flags))
+        super().__init__(ctx)
+        self._ptr: int = ptr.value or 0
+        self._raw, self._array = host_view(self._ptr, self.nbytes, self.shape, self.dtype, ctx, _free_host)
+
+    @classmethod
+    def from_array(cls, array: Any, context: Context | None = None, *,
+                   flags: HostAllocFlag = HostAllocFlag.DEFAULT) -> PinnedBuffer:
+        host = np.asarray(array)
+        buf = cls(host.shape, host.dtype, context, flags=flags)
+        buf.array[...] = host
+        return buf
+
+    @property
+    def array(self) -> np.ndarray:
+        """The numpy view of the pinned memory (stays valid even after close(), until you drop it)."""
+        self._check_open()
+        return self._array
+
+    def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
+        array = self.array
+        return array if dtype is None else array.astype(dtype)
+
+    @property
+    def ptr(self) -> int:
+        """The host address."""
+        self._check_open()
+        return self._ptr
+
+    @property
+    def device_ptr(self) -> int:
+        """The device address of a DEVICEMAP allocation (kernels read host memory through it)."""
+        self._check_open()
+        if not self.flags & HostAllocFlag.DEVICEMAP:
+            raise ValueError("only memory allocated with HostAllocFlag.DEVICEMAP has a device address")
+        self.context.activate()
+        dptr = c_uint64()
+        cu.cuMemHostGetDevicePointer(byref(dptr), self._ptr, 0)
+        return dptr.value
+
+    def close(self) -> None:
+        """Give up the memory: freed now, or when the last outside numpy view of it is dropped."""
+        if self._closed:
+            return
+        self._raw = None
+        super().close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<PinnedBuffer {self.shape} {self.dtype} flags={self.flags!s}{state}>"

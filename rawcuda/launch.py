@@ -1,0 +1,226 @@
+"""Layer 2: packing kernel arguments -- the ``void **kernelParams`` array, built safely and only once.
+
+``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and
+trusts it blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads
+garbage. cust's ``#[cust::kernel]`` checks this at compile time. rawcuda checks it at launch time, against
+the kernel's real signature -- from its PTX ``.entry`` (types and sizes), or for a cubin from
+``cuFuncGetParamInfo`` (sizes only) -- and raises ``TypeError``/``ValueError`` *before* the driver is called.
+
+The rules, per parameter:
+
+* 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX)
+  take a ``DeviceBuffer`` (its address), anything with ``__cuda_array_interface__`` (a torch or CuPy
+  array), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused: its address
+  means nothing to the GPU.
+* Other integer parameters take a Python ``int`` (range-checked) or a numpy integer of exactly that width.
+* Float parameters take a Python ``float``/``int`` or a numpy float of exactly that width:
+  ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
+* By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
+
+Speed: each parameter gets a ctypes *slot* once, and the pointer array points at the slots forever;
+a launch only writes new values into the slots. When a launch passes the very same argument objects as the
+previous one (and no buffer has been closed since), even that is skipped. Packers are per thread, so two
+threads launching one kernel never overwrite each other's arguments.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import operator
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .errors import ClosedError
+from .memory import DeviceBuffer
+from .ptx import Param
+from .resource import close_generation
+
+_INT_BOUNDS = {size: (-(1 << (8 * size - 1)), (1 << (8 * size)) - 1) for size in (1, 2, 4, 8)}
+_UINT_SLOT = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
+_FLOAT_SLOT = {4: ctypes.c_float, 8: ctypes.c_double}
+_FLOAT_TYPES = {"f32", "f64"}
+_HALF_TYPES = {"f16", "bf16"}
+
+
+@dataclass(frozen=True)
+class ParamSpec:
+    """What one kernel parameter accepts: ``kind`` is "int", "float", "bytes" or "word" (size only)."""
+
+    kind: str
+    size: int
+    ptx_type: str = ""
+
+    @classmethod
+    def from_ptx(cls, param: Param) -> ParamSpec:
+        if param.count is not None:
+            return cls("bytes", param.size, f"{param.type}[{param.count}]")
+        if param.type in _FLOAT_TYPES:
+            return cls("float", param.size, param.type)
+        if param.type in _HALF_TYPES:
+            return cls("bytes", param.size, param.type)
+        return cls("int", param.size, param.type)
+
+    @classmethod
+    def from_size(cls, size: int) -> ParamSpec:
+        """From cuFuncGetParamInfo (a cubin has no types): 8 bytes may be a pointer; others need numpy scalars."""
+        return cls("int" if size == 8 else "word" if size in _UINT_SLOT else "bytes", size, f"{size} bytes")
+
+    def describe(self) -> str:
+        if self.kind == "int" and self.size == 8:
+            return f"{self.ptx_type or '8 bytes'}: a device pointer (DeviceBuffer) or a 64-bit integer"
+        if self.kind == "int":
+            return f"{self.ptx_type}: a {8 * self.size}-bit integer"
+        if self.kind == "float":
+            return f"{self.ptx_type}: a {8 * self.size}-bit float"
+        if self.kind == "word":
+            return f"{self.size} bytes: a numpy scalar of exactly that width (np.int32, np.float32 ...)"
+        return f"{self.ptx_type}: {self.size} bytes (bytes, a ctypes Structure or a numpy record)"
+
+
+class ArgumentError(TypeError):
+    """A kernel argument that does not fit its parameter (raised before the launch)."""
+
+
+def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
+    """The raw bits of a numpy scalar of exactly the parameter's width, or raise."""
+    if value.dtype.itemsize != spec.size:
+        raise ArgumentError(f"wrong width: {value.dtype} is {value.dtype.itemsize} bytes, the parameter is "
+                            f"{spec.describe()}")
+    return value
+
+
+def _int_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+    low, high = _INT_BOUNDS[spec.size]
+    mask = (1 << (8 * spec.size)) - 1
+    pointer_sized = spec.size == 8
+
+    def put(slot: Any, value: Any) -> bool:
+        kind = type(value)
+        if kind is int or kind is bool:
+            if not low <= value <= high:
+                raise ArgumentError(f"{value} does not fit {spec.describe()}")
+            slot.value = value & mask
+            return True
+        if pointer_sized and isinstance(value, DeviceBuffer):
+            if value._closed:
+                raise ClosedError(f"{value!r} is closed and cannot be passed to a kernel")
+            slot.value = value._ptr
+            return True
+        if isinstance(value, np.integer):
+            slot.value = int(_numpy_scalar(value, spec)) & mask
+            return True
+        if isinstance(value, np.ndarray):
+            raise ArgumentError(
+                "a host numpy array where a device pointer is expected: the GPU cannot read host memory through "
+                "it; copy it first with rawcuda.DeviceBuffer.from_array(array)"
+                if pointer_sized else f"a numpy array cannot be passed as {spec.describe()}")
+        if pointer_sized and hasattr(value, "__cuda_array_interface__"):
+            slot.value = value.__cuda_array_interface__["data"][0]
+            return False  # another library's object: its address may change, so never cache it
+        if isinstance(value, float | np.floating):
+            raise ArgumentError(f"a float ({value!r}) where the kernel expects {spec.describe()}")
+        raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
+
+    return put
+
+
+def _float_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+    def put(slot: Any, value: Any) -> bool:
+        kind = type(value)
+        if kind is float or kind is int:
+            slot.value = value
+            return True
+        if isinstance(value, np.floating):
+            slot.value = float(_numpy_scalar(value, spec))
+            return True
+        if isinstance(value, np.integer):
+            raise ArgumentError(f"a numpy integer ({value.dtype}) where the kernel expects {spec.describe()}; "
+                                "pass a Python number or a numpy float of that width")
+        if isinstance(value, DeviceBuffer | np.ndarray):
+            raise ArgumentError(f"an array where the kernel expects {spec.describe()}")
+        raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
+
+    return put
+
+
+def _word_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+    def put(slot: Any, value: Any) -> bool:
+        if isinstance(value, np.generic) and not isinstance(value, np.void):
+            raw = np.asarray(_numpy_scalar(value, spec)).view(np.dtype(f"u{spec.size}"))
+            slot.value = int(raw)
+            return True
+        raise ArgumentError(f"{value!r} is ambiguous for a parameter known only by size ({spec.describe()}): "
+                            "pass e.g. np.int32(x) or np.float32(x)")
+
+    return put
+
+
+def _bytes_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+    def put(slot: Any, value: Any) -> bool:
+        if isinstance(value, bytes | bytearray | memoryview):
+            data = bytes(value)
+        elif isinstance(value, ctypes.Structure | ctypes.Union | ctypes.Array):
+            data = bytes(value)  # type: ignore[arg-type]
+        elif isinstance(value, np.generic | np.ndarray):
+            data = np.ascontiguousarray(value).tobytes()
+        else:
+            raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
+        if len(data) != spec.size:
+            raise ArgumentError(f"{len(data)} bytes given for {spec.describe()}")
+        ctypes.memmove(slot, data, spec.size)
+        return False  # mutable sources: repack every time
+
+    return put
+
+
+def _slot_and_setter(spec: ParamSpec) -> tuple[Any, Callable[[Any, Any], bool]]:
+    if spec.kind == "int":
+        return _UINT_SLOT[spec.size](), _int_setter(spec)
+    if spec.kind == "float":
+        return _FLOAT_SLOT[spec.size](), _float_setter(spec)
+    if spec.kind == "word":
+        return _UINT_SLOT[spec.size](), _word_setter(spec)
+    return (ctypes.c_byte * spec.size)(), _bytes_setter(spec)
+
+
+class ArgPacker:
+    """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel."""
+
+    def __init__(self, kernel: str, specs: Sequence[ParamSpec]) -> None:
+        self.kernel = kernel
+        self.specs = tuple(specs)
+        pairs = [_slot_and_setter(s) for s in self.specs]
+        self.slots = [slot for slot, _ in pairs]
+        self.setters = [setter for _, setter in pairs]
+        # The array points at the slots for the packer's whole life: packing only rewrites slot values.
+        self.array = (ctypes.c_void_p * len(self.slots))(*[ctypes.addressof(s) for s in self.slots])
+        self._last: tuple[Any, ...] | None = None
+        self._generation = -1
+
+    def pack(self, args: tuple[Any, ...]) -> Any:
+        last = self._last
+        if (last is not None and self._generation == close_generation[0] and len(args) == len(last)
+                and all(map(operator.is_, args, last))):
+            return self.array  # the very same objects as last time, and nothing closed since: nothing to do
+        if len(args) != len(self.slots):
+            raise ArgumentError(f"{self.kernel} takes {len(self.slots)} argument(s) ({self.signature()}) "
+                                f"but {len(args)} were given")
+        cacheable = True
+        for i, (put, slot, value) in enumerate(zip(self.setters, self.slots, args, strict=True)):
+            try:
+                cacheable &= put(slot, value)
+            except ArgumentError as exc:
+                self._last = None
+                raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
+            except ClosedError:
+                self._last = None
+                raise
+        self._last = args if cacheable else None
+        self._generation = close_generation[0]
+        return self.array
+
+    def signature(self) -> str:
+        return ", ".join(s.ptx_type for s in self.specs)

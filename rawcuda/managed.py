@@ -1,0 +1,94 @@
+"""Layer 2: managed (unified) memory -- one address valid on the host and on the GPU.
+
+``cuMemAllocManaged`` returns memory the driver migrates page by page to wherever it is touched. It is
+the simplest model to program (no explicit copies: ``buf.array`` is a numpy view, and the same ``buf``
+goes to a kernel) and the least predictable to run: the first touch on the other side costs a page
+fault and a migration. ``prefetch()`` moves the pages ahead of time; ``advise()`` tells the driver how the
+range will be used.
+
+A correction to the seed article: unified memory is not switched on by a context flag (``SCHED_AUTO``
+only chooses how the host thread waits); it is this separate allocation call.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_uint64
+from typing import Any
+
+import numpy as np
+
+from .checked import cu
+from .context import Context
+from .device import Device
+from .ffi.constants import MemAdvise, MemAttachFlag, MemLocationType
+from .ffi.types import CUmemLocation
+from .hostmem import host_view
+from .memory import DeviceBuffer
+from .stream import Stream, stream_handle
+
+HOST = "host"
+
+
+def _free_managed(ptr: int) -> None:
+    cu.cuMemFree(ptr)
+
+
+def location(where: Device | str | int) -> CUmemLocation:
+    """A CUmemLocation for a Device (or ordinal), or for the host (``"host"``)."""
+    if isinstance(where, str):
+        if where != HOST:
+            raise ValueError(f"a location is a Device, a device ordinal or 'host', not {where!r}")
+        return CUmemLocation(MemLocationType.HOST, 0)
+    ordinal = where.handle if isinstance(where, Device) else int(where)
+    return CUmemLocation(MemLocationType.DEVICE, ordinal)
+
+
+class ManagedBuffer(DeviceBuffer):
+    """Managed memory: a DeviceBuffer for kernels, with a numpy view (``.array``) for the host."""
+
+    def _allocate(self, ctx: Context, nbytes: int) -> int:
+        if nbytes == 0:
+            return 0
+        ctx.activate()
+        ptr = c_uint64()
+        cu.cuMemAllocManaged(byref(ptr), nbytes, MemAttachFlag.GLOBAL)
+        return ptr.value
+
+    def _take_ownership(self, ptr: int) -> None:
+        # The memory lives as long as the host views of it do (see hostmem.host_view): no _own() here.
+        self._raw, self._array = host_view(ptr, self.nbytes, self.shape, self.dtype, self.context, _free_managed)
+
+    @property
+    def array(self) -> np.ndarray:
+        """The host's view of the memory. Synchronize before reading what a kernel wrote."""
+        self._check_open()
+        if self.nbytes == 0:
+            return np.empty(self.shape, self.dtype)
+        return self._array
+
+    def prefetch(self, to: Device | str | int, stream: Stream | None = None) -> None:
+        """Migrate the pages to a device or to the host ahead of use (asynchronous on ``stream``)."""
+        self._check_open()
+        if self.nbytes == 0:
+            return
+        self.context.activate()
+        cu.cuMemPrefetchAsync(self._ptr, self.nbytes, location(to), 0, stream_handle(stream, self.context))
+
+    def advise(self, advice: MemAdvise, where: Device | str | int) -> None:
+        """Tell the driver how the range will be used (read-mostly, preferred location, accessed-by)."""
+        self._check_open()
+        if self.nbytes == 0:
+            return
+        self.context.activate()
+        cu.cuMemAdvise(self._ptr, self.nbytes, int(advice), location(where))
+
+    def close(self) -> None:
+        """Give up the memory: freed now, or when the last outside numpy view of it is dropped."""
+        if self._closed:
+            return
+        self._raw = None
+        self._array = None  # type: ignore[assignment]
+        super().close()
+
+
+__all__: list[Any] = ["HOST", "ManagedBuffer", "location"]

@@ -1,0 +1,322 @@
+"""Layer 2: device memory that knows its shape and dtype -- cust's ``DeviceBuffer<T>``, checked at run time.
+
+Rust checks element types at compile time; Python checks them here, before any byte moves: a copy
+between a ``float32`` buffer and a ``float64`` array is a ``TypeError``, a copy of the wrong size a
+``ValueError`` naming both shapes. Nothing is ever silently converted.
+
+Two ways to move data, and why:
+
+* **without a stream** (``buf.copy_from(a)``, ``buf.to_array()``): fully synchronous. rawcuda waits for
+  *all* work in the context before and after the copy, so it cannot race a kernel on any stream -- not
+  even a NON_BLOCKING one, which a plain cuMemcpy on the legacy stream would race. Simple and always
+  right; costs a few microseconds of synchronization.
+* **on a stream** (``buf.copy_from(a, stream=s)``): ordered with the other work on ``s`` only, and the
+  host array is kept alive until the copy has happened. Overlaps with other streams only when the host
+  memory is pinned (:class:`~rawcuda.hostmem.PinnedBuffer`); from pageable memory the driver stages it
+  and the call returns once the data is safe.
+
+``__cuda_array_interface__`` (version 3) lets torch, CuPy and numba use a buffer without copying.
+"""
+
+from __future__ import annotations
+
+import math
+from ctypes import byref, c_uint64
+from typing import Any
+
+import numpy as np
+
+from .checked import cu
+from .context import Context, resolve
+from .errors import ClosedError
+from .ffi.constants import STREAM_LEGACY
+from .resource import Resource
+from .stream import Stream, stream_handle
+
+_MEMSET_BY_SIZE = {1: ("cuMemsetD8", np.uint8), 2: ("cuMemsetD16", np.uint16), 4: ("cuMemsetD32", np.uint32)}
+_CAI_VERSION = 3
+
+
+def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """``5`` -> ``(5,)``; every extent a non-negative int, else a ValueError/TypeError that says which."""
+    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer):
+            raise TypeError(f"shape {shape!r}: extents must be integers, got {type(d).__name__}")
+        if d < 0:
+            raise ValueError(f"shape {shape!r}: extents must be >= 0, got {d}")
+    return tuple(int(d) for d in dims)
+
+
+def normalize_dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.hasobject:
+        raise TypeError(f"dtype {dt} holds Python objects, which cannot live in GPU memory")
+    return dt
+
+
+def _free(ptr: int) -> None:
+    cu.cuMemFree(ptr)
+
+
+class DeviceBuffer(Resource):
+    """An n-dimensional, C-contiguous array in device memory."""
+
+    _close_rank = 30
+
+    def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None) -> None:
+        ctx = resolve(context)
+        self.shape = normalize_shape(shape)
+        self.dtype = normalize_dtype(dtype)
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        ptr = self._allocate(ctx, self.nbytes)
+        super().__init__(ctx)
+        self._ptr = ptr
+        self._base: DeviceBuffer | None = None
+        self._views: list[DeviceBuffer] = []
+        self._cai_stream: int | None = None
+        if ptr:
+            self._take_ownership(ptr)
+
+    def _allocate(self, ctx: Context, nbytes: int) -> int:
+        if nbytes == 0:
+            return 0  # an empty buffer owns no memory (cuMemAlloc refuses 0 bytes)
+        ctx.activate()
+        ptr = c_uint64()
+        cu.cuMemAlloc(byref(ptr), nbytes)
+        return ptr.value
+
+    def _take_ownership(self, ptr: int) -> None:
+        self._own(_free, ptr)
+
+    # --- constructors ------------------------------------------------------------------------------------
+    @classmethod
+    def empty(cls, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None) -> Any:
+        """Uninitialized memory (whatever the last owner left there)."""
+        return cls(shape, dtype, context)
+
+    @classmethod
+    def zeros(cls, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None,
+              stream: Stream | None = None) -> Any:
+        buf = cls(shape, dtype, context)
+        buf.memset(0, stream=stream)
+        return buf
+
+    @classmethod
+    def from_array(cls, array: Any, context: Context | None = None, stream: Stream | None = None) -> Any:
+        """A new buffer with the shape, dtype and contents of a host array."""
+        host = np.asarray(array)
+        buf = cls(host.shape, host.dtype, context)
+        buf.copy_from(host, stream=stream)
+        return buf
+
+    # --- what it is --------------------------------------------------------------------------------------
+    @property
+    def ptr(self) -> int:
+        """The CUdeviceptr (an integer address; 0 for an empty buffer)."""
+        if self._closed:
+            self._check_open()
+        return self._ptr
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d buffer")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        kind = "view" if self._base is not None else type(self).__name__
+        state = " closed" if self._closed else ""
+        return f"<{kind} {self.shape} {self.dtype} at {self._ptr:#x}{state}>"
+
+    # --- views -------------------------------------------------------------------------------------------
+    def view(self, offset: int = 0, shape: int | tuple[int, ...] | None = None, dtype: Any = None) -> DeviceBuffer:
+        """A buffer sharing this memory from element ``offset`` on (the owner keeps the memory)."""
+        self._check_open()
+        dt = self.dtype if dtype is None else normalize_dtype(dtype)
+        start = offset * self.dtype.itemsize
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= start <= self.nbytes:
+            raise ValueError(f"view offset {offset!r} is outside a buffer of {self.size} elements")
+        if start % dt.itemsize:
+            raise ValueError(f"a {dt} view must start on a multiple of {dt.itemsize} bytes; byte offset {start} is not")
+        if shape is None:
+            remaining = self.nbytes - start
+            if remaining % dt.itemsize:
+                raise ValueError(f"the remaining {remaining} bytes are not a whole number of {dt} elements")
+            shape = remaining // dt.itemsize
+        dims = normalize_shape(shape)
+        nbytes = math.prod(dims) * dt.itemsize
+        if start + nbytes > self.nbytes:
+            raise ValueError(f"a view of shape {dims} {dt} at element {offset} needs {start + nbytes} bytes; "
+                             f"the buffer has {self.nbytes}")
+        view = DeviceBuffer.__new__(DeviceBuffer)
+        Resource.__init__(view, self.context)
+        view.shape, view.dtype, view.nbytes = dims, dt, nbytes
+        view._ptr = self._ptr + start if nbytes else 0
+        view._base = self if self._base is None else self._base
+        view._views, view._cai_stream = [], None
+        view._base._views.append(view)
+        return view
+
+    def __getitem__(self, index: slice) -> DeviceBuffer:
+        """``buf[i:j]``: a view of rows i..j (contiguous slices of the first axis only)."""
+        if not isinstance(index, slice) or not self.shape:
+            raise TypeError("DeviceBuffer supports only contiguous slices of the first axis, e.g. buf[10:20]; "
+                            "copy to the host with to_array() for anything else")
+        start, stop, step = index.indices(self.shape[0])
+        if step != 1:
+            raise ValueError("DeviceBuffer slices must be contiguous (step 1)")
+        row = math.prod(self.shape[1:])
+        return self.view(start * row, (max(stop - start, 0), *self.shape[1:]))
+
+    def close(self) -> None:
+        """Free the memory now (views of it become closed too)."""
+        for view in self._views:
+            view._closed = True
+        self._views.clear()
+        super().close()
+
+    # --- copies ------------------------------------------------------------------------------------------
+    def copy_from(self, src: Any, stream: Stream | None = None) -> None:
+        """Fill this buffer from a host array (or PinnedBuffer) or another DeviceBuffer of the same shape/dtype."""
+        self._check_open()
+        if isinstance(src, DeviceBuffer):
+            self._copy_device(dst=self, src=src, stream=stream)
+            return
+        host = np.ascontiguousarray(_host_array(src, "copy_from"))
+        self._check_match(host.shape, host.dtype, "copy from")
+        self._transfer(lambda s: cu.cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, self.nbytes, s),
+                       lambda: cu.cuMemcpyHtoD(self._ptr, host.ctypes.data, self.nbytes), stream, host)
+
+    def copy_to(self, dst: Any, stream: Stream | None = None) -> None:
+        """Copy this buffer into a C-contiguous, writeable host array (or PinnedBuffer) or another DeviceBuffer."""
+        self._check_open()
+        if isinstance(dst, DeviceBuffer):
+            self._copy_device(dst=dst, src=self, stream=stream)
+            return
+        host = _host_array(dst, "copy_to")
+        if not host.flags.c_contiguous or not host.flags.writeable:
+            raise ValueError("copy_to needs a C-contiguous, writeable array (np.empty(shape, dtype) is one)")
+        self._check_match(host.shape, host.dtype, "copy into")
+        self._transfer(lambda s: cu.cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, self.nbytes, s),
+                       lambda: cu.cuMemcpyDtoH(host.ctypes.data, self._ptr, self.nbytes), stream, host)
+
+    def to_array(self, stream: Stream | None = None) -> np.ndarray:
+        """A new host array with this buffer's contents (on ``stream``: waits for that stream only)."""
+        out = np.empty(self.shape, self.dtype)
+        self.copy_to(out, stream=stream)
+        if stream is not None:
+            stream.synchronize()
+        return out
+
+    @staticmethod
+    def _copy_device(dst: DeviceBuffer, src: DeviceBuffer, stream: Stream | None) -> None:
+        src._check_open()
+        dst._check_open()
+        if src.context._handle != dst.context._handle:
+            raise ValueError(f"{src!r} and {dst!r} belong to different contexts; copy through the host or use "
+                             "buffers of one context")
+        dst._check_match(src.shape, src.dtype, "copy from device buffer")
+        dst._transfer(lambda s: cu.cuMemcpyDtoDAsync(dst._ptr, src._ptr, dst.nbytes, s),
+                      lambda: cu.cuMemcpyDtoD(dst._ptr, src._ptr, dst.nbytes), stream, src)
+
+    def _check_match(self, shape: tuple[int, ...], dtype: np.dtype, action: str) -> None:
+        if dtype != self.dtype:
+            raise TypeError(f"cannot {action} a {dtype} array: this buffer holds {self.dtype}; convert first "
+                            f"(e.g. a.astype(np.{self.dtype.name})) -- rawcuda never converts silently")
+        if tuple(shape) != self.shape:
+            raise ValueError(f"cannot {action} an array of shape {tuple(shape)}: this buffer has shape {self.shape} "
+                             f"({self.nbytes} bytes); reshape one of them or make a view")
+
+    def _transfer(self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any) -> None:
+        if self.nbytes == 0:
+            return
+        ctx = self.context
+        if stream is None:
+            # Fully synchronous: nothing still running may touch this memory, and nothing after may start early.
+            ctx.synchronize()
+            synchronous()
+            ctx.synchronize()
+            self._cai_stream = None
+            return
+        handle = stream_handle(stream, ctx)
+        ctx.activate()
+        on_stream(handle)
+        stream.keep_alive(keep)
+        self._cai_stream = handle or STREAM_LEGACY
+
+    # --- filling ------------------------------------------------------------------------------------------
+    def memset(self, byte: int, stream: Stream | None = None) -> None:
+        """Set every byte to ``byte`` (0..255): memset(0) zeroes any dtype."""
+        if isinstance(byte, bool) or not isinstance(byte, int) or not 0 <= byte <= np.iinfo(np.uint8).max:
+            raise ValueError(f"memset takes a byte value 0..255, got {byte!r}; use fill() for element values")
+        self._check_open()
+        self._set("cuMemsetD8", byte, self.nbytes, stream)
+
+    def fill(self, value: Any, stream: Stream | None = None) -> None:
+        """Set every element to ``value`` (converted to this dtype; a lossy conversion is a TypeError)."""
+        self._check_open()
+        try:
+            element = np.asarray(value).astype(self.dtype, casting="same_kind").reshape(1)
+        except TypeError as exc:
+            raise TypeError(f"cannot fill a {self.dtype} buffer with {value!r}: {exc}") from None
+        if element.dtype.itemsize in _MEMSET_BY_SIZE:
+            name, bits = _MEMSET_BY_SIZE[element.dtype.itemsize]
+            self._set(name, int(element.view(bits)[0]), self.size, stream)
+            return
+        halves = element.view(np.uint32)
+        if element.dtype.itemsize == 2 * 4 and halves[0] == halves[1]:  # e.g. 0.0 or -1 as 8-byte values
+            self._set("cuMemsetD32", int(halves[0]), self.size * 2, stream)
+            return
+        self.copy_from(np.full(self.shape, element[0], self.dtype), stream=stream)  # no memset for this pattern
+
+    def _set(self, name: str, pattern: int, count: int, stream: Stream | None) -> None:
+        if count == 0:
+            return
+        sync_fn, async_fn = getattr(cu, name), getattr(cu, name + "Async")
+        self._transfer(lambda s: async_fn(self._ptr, pattern, count, s), lambda: sync_fn(self._ptr, pattern, count),
+                       stream, None)
+
+    # --- sharing with torch / CuPy / numba -----------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
+
+        ``stream`` is the last stream an async rawcuda operation on this buffer used, or None after a
+        synchronous one (nothing pending). Kernels you launch are not tracked: synchronize before sharing.
+        """
+        self._check_open()
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "descr": self.dtype.descr if self.dtype.fields else [("", self.dtype.str)],
+            "data": (self._ptr, False),
+            "strides": None,
+            "version": _CAI_VERSION,
+            "stream": self._cai_stream,
+        }
+
+
+def _host_array(obj: Any, action: str) -> np.ndarray:
+    if isinstance(obj, np.ndarray):
+        return obj
+    array = getattr(obj, "array", None)  # PinnedBuffer / ManagedBuffer expose their host view here
+    if isinstance(array, np.ndarray):
+        return array
+    if hasattr(obj, "__cuda_array_interface__"):
+        raise TypeError(f"{action}: {type(obj).__name__} is device memory; wrap it or copy it to the host first")
+    raise TypeError(f"{action} takes a numpy array, a PinnedBuffer or a DeviceBuffer, not {type(obj).__name__}")
+
+
+__all__ = ["ClosedError", "DeviceBuffer", "normalize_dtype", "normalize_shape"]

@@ -1,0 +1,169 @@
+"""Layer 2: streams -- ordered queues of GPU work, and how to wait for them without surprises.
+
+Work on one stream runs in order; work on different streams may overlap. Two details decide whether
+a program is correct:
+
+* **The legacy default stream** (handle 0, what ``stream=None`` means in a launch) implicitly waits for
+  every *blocking* stream of the context, and they wait for it. A stream created with
+  ``StreamFlag.NON_BLOCKING`` opts out -- faster, but a synchronous ``cuMemcpy`` on the legacy stream
+  then *races* its kernels. rawcuda's streams are therefore blocking unless you ask (the seed's cust
+  example used NON_BLOCKING; tutorial 05 shows the race), and rawcuda's own copies without a stream
+  synchronize the whole context, so they cannot race anything.
+* **Host memory in flight.** An async copy reads or writes host memory *later*. The stream keeps the
+  host object alive until the copy is known to be done (an event recorded after it has completed).
+
+Priorities: numerically *lower* is *higher* priority; the valid range comes from
+cuCtxGetStreamPriorityRange and is checked before the driver sees it.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from ctypes import byref, c_int, c_uint, c_void_p
+from typing import Any
+
+from .checked import cu
+from .context import Context, resolve
+from .errors import NotReadyError
+from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
+from .resource import Resource
+
+
+def _destroy_stream(handle: int) -> None:
+    cu.cuStreamDestroy(handle)
+
+
+class Stream(Resource):
+    """A CUDA stream in ``context`` (the default context when None)."""
+
+    _close_rank = 10
+
+    def __init__(self, context: Context | None = None, *, flags: StreamFlag = StreamFlag.DEFAULT,
+                 priority: int | None = None) -> None:
+        ctx = resolve(context)
+        if priority is not None:
+            least, greatest = ctx.stream_priority_range
+            if not isinstance(priority, int) or not greatest <= priority <= least:
+                raise ValueError(
+                    f"stream priority {priority!r} is outside this device's range {least} (lowest) .. {greatest} "
+                    "(highest): lower numbers run first; pass an int in that range or None for the default"
+                )
+        super().__init__(ctx)
+        ctx.activate()
+        handle = c_void_p()
+        if priority is None:
+            cu.cuStreamCreate(byref(handle), int(flags))
+        else:
+            cu.cuStreamCreateWithPriority(byref(handle), int(flags), priority)
+        self._handle: int = handle.value or 0
+        self._own(_destroy_stream, self._handle)
+        self._held: collections.deque[tuple[int, Any]] = collections.deque()
+
+    @property
+    def handle(self) -> int:
+        self._check_open()
+        return self._handle
+
+    def synchronize(self) -> None:
+        """Block this thread until everything queued on the stream has finished."""
+        self._check_open()
+        self.context.activate()
+        cu.cuStreamSynchronize(self._handle)
+        self._release_held(all_done=True)
+
+    def query(self) -> bool:
+        """True when all queued work has finished (never blocks)."""
+        self._check_open()
+        self.context.activate()
+        try:
+            cu.cuStreamQuery(self._handle)
+        except NotReadyError:
+            return False
+        return True
+
+    def wait(self, event: Any) -> None:
+        """Make future work on this stream wait until ``event`` has completed (no host blocking)."""
+        self._check_open()
+        _same_context(self, event)
+        self.context.activate()
+        cu.cuStreamWaitEvent(self._handle, event.handle, EventWaitFlag.DEFAULT)
+
+    def record(self, event: Any = None) -> Any:
+        """Record ``event`` (a new timing event when None) at this point of the stream, and return it."""
+        from .event import Event
+
+        event = Event(self.context) if event is None else event
+        event.record(self)
+        return event
+
+    @property
+    def priority(self) -> int:
+        self._check_open()
+        value = c_int()
+        cu.cuStreamGetPriority(self._handle, byref(value))
+        return value.value
+
+    @property
+    def flags(self) -> StreamFlag:
+        self._check_open()
+        value = c_uint()
+        cu.cuStreamGetFlags(self._handle, byref(value))
+        return StreamFlag(value.value)
+
+    # --- keeping host objects alive while async work uses them --------------------------------------------
+    def keep_alive(self, obj: Any) -> None:
+        """Hold ``obj`` until the work queued on this stream so far has completed."""
+        self.context.activate()
+        marker = c_void_p()
+        cu.cuEventCreate(byref(marker), EventFlag.DISABLE_TIMING)
+        cu.cuEventRecord(marker.value, self._handle)
+        self._held.append((marker.value or 0, obj))
+        self._release_held(all_done=False)
+
+    def _release_held(self, *, all_done: bool) -> None:
+        while self._held:
+            marker, _ = self._held[0]
+            if not all_done:
+                try:
+                    cu.cuEventQuery(marker)
+                except NotReadyError:
+                    return
+            self._held.popleft()
+            cu.cuEventDestroy(marker)
+
+    def close(self) -> None:
+        """Wait for the stream's work (host objects it reads may be freed after), then destroy it."""
+        if self._closed:
+            return
+        if self._held and self.context._unusable is None:
+            with contextlib.suppress(Exception):
+                self.synchronize()
+        self._held.clear()
+        super().close()
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<Stream {self._handle:#x}{state}>"
+
+
+def _same_context(a: Resource, b: Resource) -> None:
+    """Objects of two contexts cannot be combined; say so before the driver answers INVALID_HANDLE."""
+    if getattr(b, "context", a.context)._handle != a.context._handle:
+        raise ValueError(
+            f"{b!r} belongs to {b.context!r} but {a!r} belongs to {a.context!r}: objects of different contexts "
+            "cannot be combined; create both in the same context"
+        )
+
+
+def stream_handle(stream: Stream | None, context: Context) -> int:
+    """The CUstream to pass for ``stream`` (0, the legacy default stream, for None), checked."""
+    if stream is None:
+        return 0
+    if stream._closed:
+        stream._check_open()
+    if stream.context._handle != context._handle:
+        raise ValueError(
+            f"{stream!r} belongs to {stream.context!r}, not {context!r}: use a stream of the same context"
+        )
+    return stream._handle
