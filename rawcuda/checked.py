@@ -74,6 +74,25 @@ def _errcheck_for(decl: Decl) -> Callable[[int, Any, tuple[Any, ...]], int]:
     return errcheck
 
 
+def unchecked(name: str) -> Any:
+    """A second binding of table row ``name`` for a hot path: no argtypes, no errcheck.
+
+    Why? ctypes' per-argument conversion and the errcheck call cost about 3 us per cuLaunchKernel -- more
+    than half of the driver's own cost. A hot path that already holds every argument as a ctypes object
+    of the declared type can skip the conversion; it must then check the result itself, with
+    :func:`raise_for`. The symbol is still the table's, so the header check still covers it.
+    """
+    decl = TABLE[name]
+    fn = library.load().handle[decl.symbol]
+    fn.restype = decl.restype
+    return fn
+
+
+def raise_for(code: int, name: str, args: Sequence[Any]) -> None:
+    """Raise the exception for ``code`` returned by table row ``name`` (the partner of :func:`unchecked`)."""
+    raise make_error(code, TABLE[name], args)
+
+
 class _Checked:
     """The namespace of checked driver functions: ``cu.cuInit(0)``. Attributes bind on first use."""
 
@@ -240,4 +259,4 @@ def driver_version() -> tuple[int, int]:
     return major, minor_x10 // 10
 
 
-__all__ = ["bind", "cu", "driver_version", "error_observers", "errors", "init", "make_error"]
+__all__ = ["bind", "cu", "driver_version", "error_observers", "errors", "init", "make_error", "raise_for", "unchecked"]

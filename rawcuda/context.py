@@ -65,7 +65,7 @@ class Context:
         self._poison: CudaError | None = None
         self._closed = False
         self._pid = os.getpid()
-        self.last_launch: Any = None  # (Function, launch config) of the latest launch: named if poisoned
+        self.last_launch: Any = None  # the Function launched last (named in the poisoned-context error)
         self._enter_stack = threading.local()
         with _live_lock:
             _live.setdefault(handle, weakref.WeakSet()).add(self)
@@ -249,11 +249,11 @@ class Context:
         return f"<Context {kind} {self._handle:#x} on device {self.device.ordinal}{state}>"
 
 
-def _describe_launch(launch: Any) -> str:
-    if not launch:
+def _describe_launch(fn: Any) -> str:
+    if fn is None:
         return "none recorded"
-    fn, config = launch
-    return f"{fn.name} grid={config[0:3]} block={config[3:6]} shared_mem={config[6]}"
+    grid, block, shared_mem = fn.last_config
+    return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem}"
 
 
 def _close_order(child: Any) -> int:

@@ -17,6 +17,7 @@ mangled near-miss.
 from __future__ import annotations
 
 import ctypes
+import operator
 import os
 import threading
 from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
@@ -25,13 +26,13 @@ from typing import Any
 
 from . import checked, ptx
 from .checked import cu
-from .context import SYNC_LAUNCHES, Context, resolve
+from .context import SYNC_LAUNCHES, Context, _tls, resolve
 from .errors import ClosedError, CudaError, InvalidValueError, ModuleLoadError, NotFoundError
 from .ffi.constants import DeviceAttribute as A
 from .ffi.constants import FunctionAttribute, JitOption
 from .ffi.results import Result
 from .launch import ArgPacker, ParamSpec
-from .resource import Resource
+from .resource import Resource, close_generation
 from .stream import Stream, stream_handle
 
 LOG_BYTES = 16 * 1024  # JIT info / error log capacity
@@ -39,6 +40,9 @@ ELF_MAGIC = b"\x7fELF"  # a cubin is an ELF file
 FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")  # a fatbin (several cubins + PTX) starts with this
 DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
+
+# The argtypes-free binding of cuLaunchKernel used by the hot path (bound at the first launch).
+_launch_kernel: list[Any] = [None]
 
 #: The newest PTX ISA each CUDA driver version understands (from the PTX ISA release history).
 _PTX_ISA_BY_CUDA: dict[tuple[int, int], tuple[int, int]] = {
@@ -238,9 +242,13 @@ class Function:
         self._handle = handle
         self.params = tuple(specs)
         self._closed = False
-        self._configs: dict[tuple[Any, Any, int], tuple[int, ...]] = {}
+        self._configs: dict[tuple[Any, Any, int], tuple[int, ...]] = {}  # validated configurations
+        self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ... and their ctypes driver arguments
+        self._generation = close_generation[0]
+        self._limit_cache: dict[str, Any] | None = None
         self._local = threading.local()  # per-thread ArgPacker: launches from two threads never collide
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
+        self.last_config: tuple[Any, Any, int] = (0, 0, 0)
 
     @property
     def closed(self) -> bool:
@@ -296,53 +304,91 @@ class Function:
     # --- launching -----------------------------------------------------------------------------------------
     def launch(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
                shared_mem: int = 0, stream: Stream | None = None) -> None:
-        """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs."""
-        if self._closed:
-            self._check_open()
-        config = self._configs.get((grid, block, shared_mem))
-        if config is None:
-            config = self._configure(grid, block, shared_mem)
-        packer = getattr(self._local, "packer", None)
-        if packer is None:
+        """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs.
+
+        The first launch with a given (grid, block, shared_mem, stream) validates the configuration and
+        builds every driver argument as a ctypes object; the first launch with given arguments checks and
+        packs them. After that a launch is: one dict lookup, one identity check of the arguments, and one
+        cuLaunchKernel through an argtypes-free binding of the table row -- close to a bare ctypes call.
+        """
+        prepared = self._prepared.get((grid, block, shared_mem, stream))
+        if prepared is None or self._generation != close_generation[0]:
+            prepared = self._prepare(grid, block, shared_mem, stream)
+        try:
+            packer = self._local.packer
+        except AttributeError:
             packer = self._local.packer = ArgPacker(self.name, self.params)
-        params = packer.pack(args)
+        last = packer._last
+        if (last is None or packer._generation != close_generation[0] or len(args) != len(last)
+                or not all(map(operator.is_, args, last))):
+            packer.pack(args)
         ctx = self.context
-        ctx.activate()
-        h_stream = 0 if stream is None else stream_handle(stream, ctx)
-        cu.cuLaunchKernel(self._handle, *config, h_stream, params, None)
-        ctx.last_launch = (self, config)  # formatted only if the context is ever poisoned
+        if ctx._unusable is not None or getattr(_tls, "handle", None) != ctx._handle:
+            ctx.activate()
+        rc = _launch_kernel[0](*prepared, packer.array, None)
+        if rc:
+            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packer.array, None))
+        ctx.last_launch = self  # named in the error if a sticky fault ever poisons the context
+        self.last_config = (grid, block, shared_mem)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
+    def _prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
+        """Validate once, then build the driver arguments (all but kernelParams) as ctypes objects."""
+        if self._closed:
+            self._check_open()
+        if self._generation != close_generation[0]:
+            self._prepared.clear()  # something was closed: a cached stream handle might be stale
+            self._generation = close_generation[0]
+        config = self._configs.get((grid, block, shared_mem))
+        if config is None:
+            config = self._configure(grid, block, shared_mem)
+        if _launch_kernel[0] is None:
+            _launch_kernel[0] = checked.unchecked("cuLaunchKernel")
+        h_stream = stream_handle(stream, self.context)
+        prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
+        if len(self._prepared) < _MAX_CONFIGS:
+            self._prepared[(grid, block, shared_mem, stream)] = prepared
+        return prepared
+
     def _configure(self, grid: Any, block: Any, shared_mem: int) -> tuple[int, ...]:
-        """Validate a launch configuration once; later launches with it skip straight to the driver."""
+        """Check a launch configuration against the device and the kernel (once per configuration)."""
         g, b = _dims("grid", grid), _dims("block", block)
-        device = self.context.device
-        limits = [A.MAX_BLOCK_DIM_X, A.MAX_BLOCK_DIM_Y, A.MAX_BLOCK_DIM_Z]
-        for axis, (n, limit) in enumerate(zip(b, limits, strict=True)):
-            if n > device.attribute(limit):
+        limits = self._limits()
+        for axis, n in enumerate(b):
+            if n > limits["block"][axis]:
                 raise ValueError(f"block dimension {'xyz'[axis]} = {n} exceeds the device limit "
-                                 f"{device.attribute(limit)}")
-        threads, most = b[0] * b[1] * b[2], self.max_threads_per_block
-        if threads > most:
-            raise ValueError(f"a block of {b} = {threads} threads is too large for {self.name!r}: at most {most} "
-                             "(the device allows 1024; registers or __launch_bounds__ may lower it)")
-        for axis, (n, limit) in enumerate(zip(g, [A.MAX_GRID_DIM_X, A.MAX_GRID_DIM_Y, A.MAX_GRID_DIM_Z],
-                                              strict=True)):
-            if n > device.attribute(limit):
-                raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit "
-                                 f"{device.attribute(limit)}")
-        self._configure_shared(shared_mem)
+                                 f"{limits['block'][axis]}")
+        threads = b[0] * b[1] * b[2]
+        if threads > limits["threads"]:
+            raise ValueError(f"a block of {b} = {threads} threads is too large for {self.name!r}: at most "
+                             f"{limits['threads']} (the device allows 1024; registers or __launch_bounds__ may "
+                             "lower it)")
+        for axis, n in enumerate(g):
+            if n > limits["grid"][axis]:
+                raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
+        self._configure_shared(shared_mem, limits)
         config = (*g, *b, shared_mem)
         if len(self._configs) < _MAX_CONFIGS:
             self._configs[(grid, block, shared_mem)] = config
         return config
 
-    def _configure_shared(self, shared_mem: int) -> None:
+    def _limits(self) -> dict[str, Any]:
+        if self._limit_cache is None:
+            dev = self.context.device
+            self._limit_cache = {
+                "block": [dev.attribute(a) for a in (A.MAX_BLOCK_DIM_X, A.MAX_BLOCK_DIM_Y, A.MAX_BLOCK_DIM_Z)],
+                "grid": [dev.attribute(a) for a in (A.MAX_GRID_DIM_X, A.MAX_GRID_DIM_Y, A.MAX_GRID_DIM_Z)],
+                "threads": self.max_threads_per_block,
+                "static_shared": self.shared_size_bytes,
+                "optin_shared": dev.max_shared_memory_per_block_optin,
+            }
+        return self._limit_cache
+
+    def _configure_shared(self, shared_mem: int, limits: dict[str, Any]) -> None:
         if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, got {shared_mem!r}")
-        static = self.shared_size_bytes
-        optin = self.context.device.max_shared_memory_per_block_optin
+        static, optin = limits["static_shared"], limits["optin_shared"]
         if static + shared_mem > optin:
             raise ValueError(f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
                              f"{optin} bytes a block can have on this device")

@@ -163,12 +163,27 @@ def test_missing_kernel_is_not_found(primary: tuple[c_int, c_void_p]) -> None:
 
 def test_get_proc_address_finds_the_tables_symbol(primary: tuple[c_int, c_void_p]) -> None:
     driver = library.load()
-    for name in ("cuMemAlloc", "cuCtxCreate", "cuLaunchKernel", "cuGraphInstantiate"):
+    for name in ("cuMemAlloc", "cuCtxCreate", "cuLaunchKernel", "cuMemcpyHtoDAsync", "cuStreamBeginCapture"):
         pfn, status = c_void_p(), c_int()
         cu.cuGetProcAddress(name.encode(), byref(pfn), 13000, ProcAddressFlag.DEFAULT, byref(status))
         assert status.value == ProcAddressQueryResult.SUCCESS
         expected = ctypes.cast(driver.handle[TABLE[name].symbol], c_void_p).value
-        assert pfn.value == expected, name
+        assert pfn.value == expected, (name, TABLE[name].symbol, symbol_at(pfn.value))
+    # An old CUDA version asks for the old ABI: cuMemAlloc as of CUDA 3.1 is the 32-bit symbol.
+    pfn, status = c_void_p(), c_int()
+    cu.cuGetProcAddress(b"cuMemAlloc", byref(pfn), 3010, ProcAddressFlag.DEFAULT, byref(status))
+    if status.value == ProcAddressQueryResult.SUCCESS:
+        assert pfn.value != ctypes.cast(driver.handle["cuMemAlloc_v2"], c_void_p).value
+
+
+def symbol_at(address: int | None) -> str:
+    """The exported name nearest to ``address`` (for a readable assertion message)."""
+    info = library._DlInfo()
+    libc = ctypes.CDLL(None)
+    libc.dladdr.argtypes = [c_void_p, ctypes.POINTER(library._DlInfo)]
+    if address and libc.dladdr(address, byref(info)) and info.dli_sname:
+        return info.dli_sname.decode()
+    return "?"
 
 
 def test_stub_library_gives_the_stub_error() -> None:

@@ -75,10 +75,10 @@ def test_default_context_is_the_primary_context() -> None:
 
 def test_with_context_restores_the_previous_context_even_on_error() -> None:
     outer = default_context()
-    outer.activate()
     created = Context.create(0, CtxFlag.MAP_HOST | CtxFlag.SCHED_BLOCKING_SYNC)
     try:
         assert created.flags & CtxFlag.MAP_HOST and created.flags & CtxFlag.SCHED_BLOCKING_SYNC
+        outer.activate()  # reading created.flags made `created` current (methods activate their context)
         current = ctypes.c_void_p()
         with pytest.raises(RuntimeError, match="boom"), created:
             rawcuda.cu.cuCtxGetCurrent(ctypes.byref(current))
@@ -352,8 +352,10 @@ def test_bad_launch_arguments_are_caught_before_the_launch(vector_add: rawcuda.F
 
 def test_bad_launch_configurations(vector_add: rawcuda.Function) -> None:
     buf = DeviceBuffer.zeros(4)
-    with pytest.raises(ValueError, match="too large"):
+    with pytest.raises(ValueError, match="exceeds the device limit 1024"):
         vector_add.launch(1, 2048, buf, buf, buf, 4)
+    with pytest.raises(ValueError, match="2048 threads is too large"):
+        vector_add.launch(1, (32, 32, 2), buf, buf, buf, 4)
     with pytest.raises(ValueError, match=">= 1"):
         vector_add.launch(0, BLOCK, buf, buf, buf, 4)
     with pytest.raises(TypeError, match="tuple of 1 to 3"):

@@ -1,0 +1,151 @@
+"""Layer 2: the shipped kernels as functions -- each with the launch configuration its source documents.
+
+A kernel's grid and block are part of its contract (``matmul`` *requires* 16x16 blocks; the reduction
+needs one float of dynamic shared memory per warp). Writing them out at every call site invites the
+mistake the source comments warn about, so they live here once::
+
+    total = ops.sum(x)                 # two passes of warp_reduce_sum
+    ops.matmul(c, a, b)                # c = a @ b, float32
+    ops.transpose(out, x, padded=True)
+
+Every function checks shapes and dtypes before launching, runs on ``stream`` (the legacy default stream
+when None) and returns before the GPU finishes, except ``sum``, which returns a Python float.
+"""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+
+from . import kernels
+from .context import Context
+from .memory import DeviceBuffer
+from .module import Function, Module
+from .stream import Stream
+
+BLOCK = 256  # 1-D kernels: a multiple of the warp size with enough warps per SM to hide latency
+WAVES = 32  # grid-stride kernels: at most this many blocks per SM (more adds nothing but scheduling)
+WARP = 32
+REDUCE_BLOCKS_PER_SM = 4  # one full wave of 256-thread reduction blocks (see kernels/reduce.cu)
+MATMUL_TILE = 64  # C tile per block; the block is (16, 16)
+MATMUL_THREADS = (16, 16)
+TRANSPOSE_TILE = 32  # block (32, 8), each thread covers 4 rows of a 32x32 tile
+TRANSPOSE_THREADS = (32, 8)
+ELEMENTWISE_THREADS = (32, 8)
+MAX_GRID_Y = 65535
+F32 = np.dtype(np.float32)
+
+_modules: dict[tuple[int, str], Module] = {}
+_lock = threading.Lock()
+
+
+def kernel(stem: str, name: str, context: Context) -> Function:
+    """``name`` from the shipped ``kernels/<stem>.cu``, loaded once per context."""
+    key = (context._handle, stem)
+    module = _modules.get(key)
+    if module is None or module.closed:
+        with _lock:
+            module = _modules.get(key)
+            if module is None or module.closed:
+                module = _modules[key] = Module(kernels.ptx_path(stem), context)
+    return module.function(name)
+
+
+def _ceil(n: int, d: int) -> int:
+    return -(-n // d)
+
+
+def _grid_1d(n: int, ctx: Context) -> int:
+    return max(1, min(_ceil(n, BLOCK), WAVES * ctx.device.multiprocessor_count))
+
+
+def _f32(*bufs: DeviceBuffer) -> None:
+    for buf in bufs:
+        if buf.dtype != F32:
+            raise TypeError(f"{buf!r}: this kernel works on float32 buffers")
+
+
+def _same_size(*bufs: DeviceBuffer) -> int:
+    sizes = {b.size for b in bufs}
+    if len(sizes) != 1:
+        raise ValueError(f"the buffers must have the same number of elements, got {[b.size for b in bufs]}")
+    return sizes.pop()
+
+
+def vector_add(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None = None) -> None:
+    """c = a + b."""
+    _f32(a, b, c)
+    n = _same_size(a, b, c)
+    if n:
+        kernel("vector_add", "vector_add", c.context).launch(_grid_1d(n, c.context), BLOCK, c, a, b, n, stream=stream)
+
+
+def saxpy(y: DeviceBuffer, alpha: float, x: DeviceBuffer, stream: Stream | None = None) -> None:
+    """y = alpha * x + y, in place."""
+    _f32(x, y)
+    n = _same_size(x, y)
+    if n:
+        kernel("saxpy", "saxpy", y.context).launch(_grid_1d(n, y.context), BLOCK, y, float(alpha), x, n, stream=stream)
+
+
+def sum_partials(out: DeviceBuffer, x: DeviceBuffer, blocks: int, stream: Stream | None = None) -> None:
+    """One pass of warp_reduce_sum: ``blocks`` partial sums of ``x`` into out[0:blocks]."""
+    _f32(out, x)
+    if out.size < blocks:
+        raise ValueError(f"out has {out.size} elements; {blocks} partial sums need that many")
+    fn = kernel("reduce", "warp_reduce_sum", x.context)
+    fn.launch(blocks, BLOCK, out, x, x.size, shared_mem=BLOCK // WARP * F32.itemsize, stream=stream)
+
+
+def sum(x: DeviceBuffer, stream: Stream | None = None) -> float:  # named after numpy.sum
+    """The float32 sum of every element: two passes of the seed's warp-shuffle reduction."""
+    blocks = REDUCE_BLOCKS_PER_SM * x.context.device.multiprocessor_count
+    with DeviceBuffer.empty(blocks, F32, x.context) as partials, DeviceBuffer.empty(1, F32, x.context) as total:
+        sum_partials(partials, x, blocks, stream)
+        sum_partials(total, partials, 1, stream)
+        return float(total.to_array(stream=stream)[0])
+
+
+def matmul(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None = None) -> None:
+    """c[M,N] = a[M,K] @ b[K,N] in float32 (row-major)."""
+    _f32(a, b, c)
+    if a.ndim != 2 or b.ndim != 2 or c.ndim != 2 or a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
+        raise ValueError(f"matmul needs a[M,K], b[K,N], c[M,N]; got {a.shape}, {b.shape}, {c.shape}")
+    m, k = a.shape
+    n = b.shape[1]
+    if m and n:
+        fn = kernel("matmul", "matmul", c.context)
+        fn.launch((_ceil(n, MATMUL_TILE), _ceil(m, MATMUL_TILE)), MATMUL_THREADS, c, a, b, m, n, k, stream=stream)
+
+
+def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream: Stream | None = None) -> None:
+    """out = x.T for a 2-D float32 buffer; ``padded=False`` runs the bank-conflicted naive kernel."""
+    _f32(out, x)
+    if x.ndim != 2 or out.shape != x.shape[::-1]:
+        raise ValueError(f"transpose needs x[R,C] and out[C,R]; got {x.shape} and {out.shape}")
+    rows, cols = x.shape
+    if rows and cols:
+        fn = kernel("transpose", "transpose_padded" if padded else "transpose_naive", x.context)
+        fn.launch((_ceil(cols, TRANSPOSE_TILE), _ceil(rows, TRANSPOSE_TILE)), TRANSPOSE_THREADS, out, x, rows, cols,
+                  stream=stream)
+
+
+def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: Stream | None = None) -> None:
+    """out[r, c] = max(x[r, c] + bias[c], 0)."""
+    _f32(out, x, bias)
+    if x.ndim != 2 or out.shape != x.shape or bias.shape != (x.shape[1],):
+        raise ValueError(f"bias_relu needs x[R,C], out[R,C], bias[C]; got {x.shape}, {out.shape}, {bias.shape}")
+    rows, cols = x.shape
+    if rows and cols:
+        grid = (_ceil(cols, ELEMENTWISE_THREADS[0]), min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y))
+        kernel("elementwise", "bias_relu", x.context).launch(grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols,
+                                                              stream=stream)
+
+
+def gelu(out: DeviceBuffer, x: DeviceBuffer, stream: Stream | None = None) -> None:
+    """out = gelu(x), tanh approximation."""
+    _f32(out, x)
+    n = _same_size(out, x)
+    if n:
+        kernel("elementwise", "gelu", x.context).launch(_grid_1d(n, x.context), BLOCK, out, x, n, stream=stream)
