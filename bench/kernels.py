@@ -81,7 +81,8 @@ def main() -> None:
 
     red_ms = gpu_ms(reduce)
     red_tbs = GIB / red_ms / 1e9
-    rows.append(("warp_reduce_sum, 1 GiB (read)", "TB/s", red_tbs, f"{red_tbs / copy_tbs:.1%} of the copy's read+write"))
+    rows.append(("warp_reduce_sum, 1 GiB (read)", "TB/s", red_tbs,
+                 f"{red_tbs / copy_tbs:.1%} of the copy's read+write"))
     check = ops.sum(a)
     reference = float(a.to_array().astype(np.float64).sum())
     rows.append(("reduction |gpu - float64| / sum|x|", "", abs(check - reference) / GIB * 4, "accuracy"))
@@ -99,7 +100,8 @@ def main() -> None:
 
         ta = torch.as_tensor(a, device="cuda")
         torch_ms = gpu_ms(lambda: torch.sum(ta))
-        rows.append(("torch.sum, same 1 GiB", "TB/s", GIB / torch_ms / 1e9, f"rawcuda is {torch_ms / red_ms:.2f}x faster"))
+        rows.append(("torch.sum, same 1 GiB", "TB/s", GIB / torch_ms / 1e9,
+                     f"rawcuda is {torch_ms / red_ms:.2f}x faster"))
     except Exception as exc:
         rows.append(("torch.sum", "", float("nan"), f"unavailable: {exc}"))
     for buf in (b, c, partials, total):
@@ -135,8 +137,9 @@ def main() -> None:
     for buf in (a, ma, mb, mc):
         buf.close()
 
-    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": dev.name, "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
-            "python": platform.python_version(), "numpy": np.__version__, "reps": REPS}
+    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": dev.name,
+            "driver_cuda": "{}.{}".format(*rawcuda.driver_version()), "python": platform.python_version(),
+            "numpy": np.__version__, "reps": REPS}
     (args.out / "kernels.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
     lines = [f"# Kernels ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})", "",
              "| case | value | unit | note |", "|---|---:|---|---|"]
