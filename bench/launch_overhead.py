@@ -42,20 +42,29 @@ WARMUP = 2000
 BLOCK = 256
 
 
-def time_variant(launch: Callable[[], object], sync: Callable[[], object]) -> float:
-    """Median microseconds per launch over ROUNDS rounds of LAUNCHES launches."""
-    for _ in range(WARMUP):
-        launch()
-    sync()
-    per_launch = []
-    for _ in range(ROUNDS):
-        start = time.perf_counter_ns()
-        for _ in range(LAUNCHES):
+def measure(variants: dict[str, tuple[Callable[[], object], Callable[[], object]]]) -> dict[str, dict[str, float]]:
+    """Interleaved rounds: every variant once per round, so machine noise hits all of them alike.
+
+    Returns, per variant, the median microseconds per launch and the median of its per-round ratio to
+    the first variant (the floor) -- a ratio taken within one round is steadier than a ratio of medians.
+    """
+    for launch, sync in variants.values():
+        for _ in range(WARMUP):
             launch()
-        elapsed = time.perf_counter_ns() - start
         sync()
-        per_launch.append(elapsed / LAUNCHES / 1000)
-    return statistics.median(per_launch)
+    samples: dict[str, list[float]] = {name: [] for name in variants}
+    for _ in range(ROUNDS):
+        for name, (launch, sync) in variants.items():
+            start = time.perf_counter_ns()
+            for _ in range(LAUNCHES):
+                launch()
+            elapsed = time.perf_counter_ns() - start
+            sync()
+            samples[name].append(elapsed / LAUNCHES / 1000)
+    floor = samples[next(iter(variants))]
+    return {name: {"us": statistics.median(values),
+                   "ratio": statistics.median(v / f for v, f in zip(values, floor, strict=True))}
+            for name, values in samples.items()}
 
 
 def main() -> None:
@@ -73,43 +82,39 @@ def main() -> None:
     values = [ctypes.c_uint64(c.ptr), ctypes.c_uint64(a.ptr), ctypes.c_uint64(b.ptr), ctypes.c_size_t(n)]
     params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in values])
     sync = stream.synchronize
-    results: dict[str, float | str] = {}
 
     raw = library.load().handle["cuLaunchKernel"]  # a fresh pointer: no argtypes, no errcheck
     f_arg, s_arg = ctypes.c_void_p(fn.handle), ctypes.c_void_p(stream.handle)
     one, blk, zero = ctypes.c_uint(1), ctypes.c_uint(BLOCK), ctypes.c_uint(0)
-    results["bare_ctypes"] = time_variant(lambda: raw(f_arg, one, one, one, blk, one, one, zero, s_arg, params, None),
-                                          sync)
     h_fn, h_stream = fn.handle, stream.handle
-    results["table"] = time_variant(lambda: cu.cuLaunchKernel(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, params, None),
-                                    sync)
-    results["rawcuda_launch"] = time_variant(lambda: fn.launch(1, BLOCK, c, a, b, n, stream=stream), sync)
-
+    variants = {
+        "bare_ctypes": (lambda: raw(f_arg, one, one, one, blk, one, one, zero, s_arg, params, None), sync),
+        "table": (lambda: cu.cuLaunchKernel(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, params, None), sync),
+        "rawcuda_launch": (lambda: fn.launch(1, BLOCK, c, a, b, n, stream=stream), sync),
+    }
+    notes: dict[str, str] = {}
     try:
         from cuda.bindings import driver
 
         cb_fn, cb_stream = driver.CUfunction(h_fn), driver.CUstream(h_stream)
         addr = ctypes.addressof(params)
-        results["cuda_bindings"] = time_variant(
+        variants["cuda_bindings"] = (
             lambda: driver.cuLaunchKernel(cb_fn, 1, 1, 1, BLOCK, 1, 1, 0, cb_stream, addr, 0), sync)
     except Exception as exc:  # a peer that is missing or changed its API is reported, not fatal
-        results["cuda_bindings"] = f"unavailable: {type(exc).__name__}: {exc}"
-
+        notes["cuda_bindings"] = f"unavailable: {type(exc).__name__}: {exc}"
     try:
         import cupy
 
-        raw_module = cupy.RawModule(path=str(rawcuda.kernels.ptx_path("vector_add")))
-        kernel = raw_module.get_function("vector_add")
+        kernel = cupy.RawModule(path=str(rawcuda.kernels.ptx_path("vector_add"))).get_function("vector_add")
         ca, cb_, cc = (cupy.zeros(BLOCK, cupy.float32) for _ in range(3))
         cn = np.uint64(0)
-        cs = cupy.cuda.Stream(non_blocking=False)
-        with cs:
-            results["cupy_rawmodule"] = time_variant(lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn)),
-                                                     cs.synchronize)
+        cupy_stream = cupy.cuda.Stream(non_blocking=False)
+        variants["cupy_rawmodule"] = (
+            lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream), cupy_stream.synchronize)
     except Exception as exc:
-        results["cupy_rawmodule"] = f"unavailable: {type(exc).__name__}: {exc}"
+        notes["cupy_rawmodule"] = f"unavailable: {type(exc).__name__}: {exc}"
+    results = measure(variants)
 
-    floor = results["bare_ctypes"]
     meta = {
         "date": time.strftime("%Y-%m-%d"),
         "gpu": dev.name,
@@ -119,15 +124,14 @@ def main() -> None:
         "launches_per_round": LAUNCHES,
         "rounds": ROUNDS,
     }
-    (args.out / "launch_overhead.json").write_text(json.dumps({"meta": meta, "us_per_launch": results}, indent=2))
+    (args.out / "launch_overhead.json").write_text(json.dumps({"meta": meta, "results": results, "notes": notes},
+                                                               indent=2))
     lines = [f"# Launch overhead ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}, "
              f"Python {meta['python']})", "",
-             "| variant | µs per launch (median) | ratio to bare ctypes |", "|---|---:|---:|"]
-    for name, value in results.items():
-        if isinstance(value, float):
-            lines.append(f"| {name} | {value:.2f} | {value / floor:.2f}x |")
-        else:
-            lines.append(f"| {name} | {value} | |")
+             f"Host time to queue one 4-argument launch; median of {ROUNDS} interleaved rounds of {LAUNCHES}.", "",
+             "| variant | µs per launch | ratio to bare ctypes (median of per-round ratios) |", "|---|---:|---:|"]
+    lines += [f"| {name} | {r['us']:.2f} | {r['ratio']:.2f}x |" for name, r in results.items()]
+    lines += [f"| {name} | {why} | |" for name, why in notes.items()]
     (args.out / "launch_overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     for buf in (a, b, c):

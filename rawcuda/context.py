@@ -46,7 +46,11 @@ from .ffi.results import Result
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
 SYNC_LAUNCHES = os.environ.get("RAWCUDA_SYNC_LAUNCHES", "") not in ("", "0")
 
-_tls = threading.local()  # .handle: the context handle rawcuda last made current on this thread
+class _ThreadState(threading.local):
+    handle: int | None = None  # the context handle rawcuda last made current on this thread
+
+
+_tls = _ThreadState()
 _live: dict[int, weakref.WeakSet[Context]] = {}  # handle -> live Context objects (to poison them all)
 _live_lock = threading.Lock()
 
@@ -111,7 +115,7 @@ class Context:
         """Make this the thread's current context (free when it already is)."""
         if self._unusable is not None:
             self._raise_unusable()
-        if getattr(_tls, "handle", None) != self._handle:
+        if _tls.handle != self._handle:
             cu.cuCtxSetCurrent(self._handle)
             _tls.handle = self._handle
 
@@ -133,7 +137,7 @@ class Context:
         stack = getattr(self._enter_stack, "items", None)
         if stack is None:
             stack = self._enter_stack.items = []
-        stack.append(getattr(_tls, "handle", None))
+        stack.append(_tls.handle)
         _tls.handle = self._handle
         return self
 
@@ -237,7 +241,7 @@ class Context:
             if self._poison is None and os.getpid() == self._pid:
                 release = _release_primary if self.is_primary else _destroy_created
                 release(self._handle, self.device.handle)
-            if getattr(_tls, "handle", None) == self._handle:
+            if _tls.handle == self._handle:
                 _tls.handle = None
             _forget_default(self)
         if errors:
@@ -252,8 +256,8 @@ class Context:
 def _describe_launch(fn: Any) -> str:
     if fn is None:
         return "none recorded"
-    grid, block, shared_mem = fn.last_config
-    return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem}"
+    grid, block, shared_mem, stream = fn.last_config
+    return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream!r}"
 
 
 def _close_order(child: Any) -> int:
@@ -301,7 +305,7 @@ def _observe(error: CudaError) -> None:
         _tls.handle = None  # our cache may be stale (someone changed the current context): re-check next time
     if not isinstance(error, KernelFaultError):
         return
-    handle = getattr(_tls, "handle", None)
+    handle = _tls.handle
     if handle is None:
         current = c_void_p()
         getter = checked._raw("cuCtxGetCurrent", [type(byref(current))])

@@ -17,16 +17,15 @@ The rules, per parameter:
   ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
 * By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
 
-Speed: each parameter gets a ctypes *slot* once, and the pointer array points at the slots forever;
-a launch only writes new values into the slots. When a launch passes the very same argument objects as the
-previous one (and no buffer has been closed since), even that is skipped. Packers are per thread, so two
-threads launching one kernel never overwrite each other's arguments.
+Speed: checking and packing happen when the arguments change. When a launch passes the very same
+argument objects as the previous one (and nothing has been closed since), the previous packed block is
+reused as it is -- an identity check per argument, no conversion. A packed block is never rewritten, so two
+threads launching one kernel can never see each other's arguments.
 """
 
 from __future__ import annotations
 
 import ctypes
-import operator
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -177,50 +176,50 @@ def _bytes_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
 
 
 def _slot_and_setter(spec: ParamSpec) -> tuple[Any, Callable[[Any, Any], bool]]:
+    """The ctypes type holding one argument's value, and the function that checks and stores it."""
     if spec.kind == "int":
-        return _UINT_SLOT[spec.size](), _int_setter(spec)
+        return _UINT_SLOT[spec.size], _int_setter(spec)
     if spec.kind == "float":
-        return _FLOAT_SLOT[spec.size](), _float_setter(spec)
+        return _FLOAT_SLOT[spec.size], _float_setter(spec)
     if spec.kind == "word":
-        return _UINT_SLOT[spec.size](), _word_setter(spec)
-    return (ctypes.c_byte * spec.size)(), _bytes_setter(spec)
+        return _UINT_SLOT[spec.size], _word_setter(spec)
+    return ctypes.c_byte * spec.size, _bytes_setter(spec)
 
 
 class ArgPacker:
-    """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel."""
+    """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel.
+
+    Each :meth:`pack` builds *new* slots and a new array, and returns them with the arguments they were
+    built from. Never rewriting a packed block is what makes it safe to share: ctypes releases the GIL
+    during cuLaunchKernel, so a block that another thread could rewrite mid-call would launch with the
+    wrong arguments. The caller keeps the latest pack and reuses it while the arguments are the same
+    objects (see Function.launch).
+    """
 
     def __init__(self, kernel: str, specs: Sequence[ParamSpec]) -> None:
         self.kernel = kernel
         self.specs = tuple(specs)
-        pairs = [_slot_and_setter(s) for s in self.specs]
-        self.slots = [slot for slot, _ in pairs]
-        self.setters = [setter for _, setter in pairs]
-        # The array points at the slots for the packer's whole life: packing only rewrites slot values.
-        self.array = (ctypes.c_void_p * len(self.slots))(*[ctypes.addressof(s) for s in self.slots])
-        self._last: tuple[Any, ...] | None = None
-        self._generation = -1
+        self._makers = [_slot_and_setter(s) for s in self.specs]
 
-    def pack(self, args: tuple[Any, ...]) -> Any:
-        last = self._last
-        if (last is not None and self._generation == close_generation[0] and len(args) == len(last)
-                and all(map(operator.is_, args, last))):
-            return self.array  # the very same objects as last time, and nothing closed since: nothing to do
-        if len(args) != len(self.slots):
-            raise ArgumentError(f"{self.kernel} takes {len(self.slots)} argument(s) ({self.signature()}) "
+    def pack(self, args: tuple[Any, ...]) -> Packed:
+        if len(args) != len(self._makers):
+            raise ArgumentError(f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) "
                                 f"but {len(args)} were given")
-        cacheable = True
-        for i, (put, slot, value) in enumerate(zip(self.setters, self.slots, args, strict=True)):
+        slots, cacheable = [], True
+        for i, ((make_slot, put), value) in enumerate(zip(self._makers, args, strict=True)):
+            slot = make_slot()
             try:
                 cacheable &= put(slot, value)
             except ArgumentError as exc:
-                self._last = None
                 raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
-            except ClosedError:
-                self._last = None
-                raise
-        self._last = args if cacheable else None
-        self._generation = close_generation[0]
-        return self.array
+            slots.append(slot)
+        array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+        return (args if cacheable else None), array, close_generation[0], slots
 
     def signature(self) -> str:
         return ", ".join(s.ptx_type for s in self.specs)
+
+
+#: What ArgPacker.pack returns: (the arguments if the pack may be reused for the same objects, else None;
+#: the kernelParams array; the close generation it was checked at; the slots the array points into).
+Packed = tuple[tuple[Any, ...] | None, Any, int, list[Any]]

@@ -17,12 +17,13 @@ mangled near-miss.
 from __future__ import annotations
 
 import ctypes
-import operator
 import os
-import threading
 from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
+from operator import is_
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from . import checked, ptx
 from .checked import cu
@@ -31,7 +32,7 @@ from .errors import ClosedError, CudaError, InvalidValueError, ModuleLoadError, 
 from .ffi.constants import DeviceAttribute as A
 from .ffi.constants import FunctionAttribute, JitOption
 from .ffi.results import Result
-from .launch import ArgPacker, ParamSpec
+from .launch import ArgPacker, Packed, ParamSpec
 from .resource import Resource, close_generation
 from .stream import Stream, stream_handle
 
@@ -246,9 +247,10 @@ class Function:
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ... and their ctypes driver arguments
         self._generation = close_generation[0]
         self._limit_cache: dict[str, Any] | None = None
-        self._local = threading.local()  # per-thread ArgPacker: launches from two threads never collide
+        self._packer = ArgPacker(name, self.params)
+        self._packed: Packed = (None, None, -1, [])  # the latest packed arguments (see ArgPacker)
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
-        self.last_config: tuple[Any, Any, int] = (0, 0, 0)
+        self.last_config: tuple[Any, ...] = (0, 0, 0, None)  # (grid, block, shared_mem, stream) of the last launch
 
     @property
     def closed(self) -> bool:
@@ -310,26 +312,25 @@ class Function:
         builds every driver argument as a ctypes object; the first launch with given arguments checks and
         packs them. After that a launch is: one dict lookup, one identity check of the arguments, and one
         cuLaunchKernel through an argtypes-free binding of the table row -- close to a bare ctypes call.
+        Launching one Function from several threads at once is safe (packed blocks are never rewritten).
         """
-        prepared = self._prepared.get((grid, block, shared_mem, stream))
-        if prepared is None or self._generation != close_generation[0]:
-            prepared = self._prepare(grid, block, shared_mem, stream)
-        try:
-            packer = self._local.packer
-        except AttributeError:
-            packer = self._local.packer = ArgPacker(self.name, self.params)
-        last = packer._last
-        if (last is None or packer._generation != close_generation[0] or len(args) != len(last)
-                or not all(map(operator.is_, args, last))):
-            packer.pack(args)
+        key = (grid, block, shared_mem, stream)
+        prepared = self._prepared.get(key)
+        generation = close_generation[0]
+        if prepared is None or self._generation != generation or grid.__class__ is float:
+            prepared = self._prepare(grid, block, shared_mem, stream)  # (1.0 == 1: floats must not hit the cache)
+        packed = self._packed
+        same = packed[0]
+        if same is None or packed[2] != generation or len(args) != len(same) or not all(map(is_, args, same)):
+            packed = self._packed = self._packer.pack(args)
         ctx = self.context
-        if ctx._unusable is not None or getattr(_tls, "handle", None) != ctx._handle:
+        if ctx._unusable is not None or _tls.handle != ctx._handle:
             ctx.activate()
-        rc = _launch_kernel[0](*prepared, packer.array, None)
+        rc = _launch_kernel[0](*prepared, packed[1], None)
         if rc:
-            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packer.array, None))
+            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packed[1], None))
         ctx.last_launch = self  # named in the error if a sticky fault ever poisons the context
-        self.last_config = (grid, block, shared_mem)
+        self.last_config = key
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
@@ -403,9 +404,10 @@ class Function:
 
 
 def _dims(what: str, value: Any) -> tuple[int, int, int]:
-    dims = (value,) if isinstance(value, int) else tuple(value) if isinstance(value, tuple | list) else None
-    if dims is None or not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int) for d in dims):
+    dims = tuple(value) if isinstance(value, tuple | list) else (value,)
+    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int | np.integer) for d in dims):
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
+    dims = tuple(int(d) for d in dims)
     if any(d < 1 for d in dims):
         raise ValueError(f"every {what} dimension must be >= 1, got {value!r} (a launch of zero threads does nothing; "
                          "skip the launch instead)")

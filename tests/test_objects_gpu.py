@@ -358,8 +358,12 @@ def test_bad_launch_configurations(vector_add: rawcuda.Function) -> None:
         vector_add.launch(1, (32, 32, 2), buf, buf, buf, 4)
     with pytest.raises(ValueError, match=">= 1"):
         vector_add.launch(0, BLOCK, buf, buf, buf, 4)
+    vector_add.launch(1, BLOCK, buf, buf, buf, 4)
     with pytest.raises(TypeError, match="tuple of 1 to 3"):
-        vector_add.launch(1.0, BLOCK, buf, buf, buf, 4)
+        vector_add.launch(1.0, BLOCK, buf, buf, buf, 4)  # even though grid=1 is cached and 1.0 == 1
+    with pytest.raises(TypeError, match="tuple of 1 to 3"):
+        vector_add.launch(True, BLOCK, buf, buf, buf, 4)
+    vector_add.launch(np.int64(1), (np.int32(BLOCK),), buf, buf, buf, 4)  # numpy integers are fine
     with pytest.raises(ValueError, match="exceed"):
         vector_add.launch(1, BLOCK, buf, buf, buf, 4, shared_mem=10 * MIB)
     buf.close()
@@ -381,11 +385,16 @@ def test_reduction_with_more_than_48k_dynamic_shared_memory(rng: np.random.Gener
 def test_repeated_launches_reuse_the_packed_block(vector_add: rawcuda.Function) -> None:
     buf = DeviceBuffer.zeros(8)
     vector_add.launch(1, 32, buf, buf, buf, 8)
-    packer = vector_add._local.packer
-    array = packer.array
+    packed = vector_add._packed
     vector_add.launch(1, 32, buf, buf, buf, 8)
-    assert packer.array is array and packer._last is not None
+    assert vector_add._packed is packed and packed[0] is not None  # same objects: the same block, unchanged
+    other = DeviceBuffer.zeros(8)
+    vector_add.launch(1, 32, other, buf, buf, 8)
+    assert vector_add._packed is not packed and packed[1][0] == ctypes.addressof(packed[3][0])  # old one intact
     buf.close()
+    with pytest.raises(rawcuda.ClosedError):
+        vector_add.launch(1, 32, buf, other, other, 8)  # a close invalidates every cached pack
+    other.close()
 
 
 def test_cubin_parameters_come_from_the_driver(tmp_path: Path, rng: np.random.Generator) -> None:

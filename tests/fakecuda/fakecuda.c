@@ -83,3 +83,10 @@ CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize) {
     (void)dptr; (void)bytesize;
     return INVALID_VALUE;
 }
+
+/* Accepts any launch: lets a CPU test (and a profiler) exercise rawcuda's launch path without a GPU. */
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, void *stream, void **params, void **extra) {
+    (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)extra;
+    return f && params ? SUCCESS : INVALID_VALUE;
+}
