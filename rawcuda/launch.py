@@ -65,9 +65,11 @@ class ParamSpec:
     @classmethod
     def from_size(cls, size: int) -> ParamSpec:
         """From cuFuncGetParamInfo (a cubin has no types): 8 bytes may be a pointer; others need numpy scalars."""
-        return cls("int" if size == 8 else "word" if size in _UINT_SLOT else "bytes", size, f"{size} bytes")
+        return cls("word" if size in _UINT_SLOT else "bytes", size, f"{size} bytes")
 
     def describe(self) -> str:
+        if self.kind == "word" and self.size == 8:
+            return "8 bytes: a device pointer (DeviceBuffer), a Python int, or an 8-byte numpy scalar"
         if self.kind == "int" and self.size == 8:
             return f"{self.ptx_type or '8 bytes'}: a device pointer (DeviceBuffer) or a 64-bit integer"
         if self.kind == "int":
@@ -146,11 +148,18 @@ def _float_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
 
 
 def _word_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+    # A parameter known only by its size (cubin/fatbin). Numpy scalars say their type, so their bits are
+    # stored as they are; an 8-byte parameter also takes what an 8-byte integer parameter takes
+    # (pointers, Python ints), since that is what it almost always is.
+    as_integer = _int_setter(spec) if spec.size == 8 else None
+
     def put(slot: Any, value: Any) -> bool:
         if isinstance(value, np.generic) and not isinstance(value, np.void):
             raw = np.asarray(_numpy_scalar(value, spec)).view(np.dtype(f"u{spec.size}"))
             slot.value = int(raw)
             return True
+        if as_integer is not None and not isinstance(value, float):
+            return as_integer(slot, value)
         raise ArgumentError(f"{value!r} is ambiguous for a parameter known only by size ({spec.describe()}): "
                             "pass e.g. np.int32(x) or np.float32(x)")
 
