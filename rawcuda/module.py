@@ -19,31 +19,21 @@ from __future__ import annotations
 import ctypes
 import os
 from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
-from operator import is_
 from pathlib import Path
-from typing import Any
-
-import numpy as np
 
 from . import checked, ptx
 from .checked import cu
-from .context import SYNC_LAUNCHES, Context, _tls, resolve
-from .errors import ClosedError, CudaError, InvalidValueError, ModuleLoadError, NotFoundError
-from .ffi.constants import DeviceAttribute as A
-from .ffi.constants import FunctionAttribute, JitOption
+from .context import Context, resolve
+from .errors import CudaError, InvalidValueError, ModuleLoadError, NotFoundError
+from .ffi.constants import JitOption
 from .ffi.results import Result
-from .launch import ArgPacker, Packed, ParamSpec
-from .resource import Resource, close_generation
-from .stream import Stream, stream_handle
+from .function import Function
+from .launch import ParamSpec
+from .resource import Resource
 
 LOG_BYTES = 16 * 1024  # JIT info / error log capacity
 ELF_MAGIC = b"\x7fELF"  # a cubin is an ELF file
 FATBIN_MAGIC = (0xBA55ED50).to_bytes(4, "little")  # a fatbin (several cubins + PTX) starts with this
-DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
-_MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
-
-# The argtypes-free binding of cuLaunchKernel used by the hot path (bound at the first launch).
-_launch_kernel: list[Any] = [None]
 
 #: The newest PTX ISA each CUDA driver version understands (from the PTX ISA release history).
 _PTX_ISA_BY_CUDA: dict[tuple[int, int], tuple[int, int]] = {
@@ -232,183 +222,3 @@ def _with_details(exc: CudaError, details: list[str]) -> CudaError:
     return type(exc)(exc.code, call=exc.call, symbol=exc.symbol, arguments=exc.arguments,
                      description=exc.description, details=[*exc.details, *details])
 
-
-class Function:
-    """A kernel of a Module. ``fn.launch(grid, block, *args, shared_mem=0, stream=None)``."""
-
-    def __init__(self, module: Module, name: str, handle: int, specs: list[ParamSpec]) -> None:
-        self.module = module
-        self.context = module.context
-        self.name = name
-        self._handle = handle
-        self.params = tuple(specs)
-        self._closed = False
-        self._configs: dict[tuple[Any, Any, int], tuple[int, ...]] = {}  # validated configurations
-        self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ... and their ctypes driver arguments
-        self._generation = close_generation[0]
-        self._limit_cache: dict[str, Any] | None = None
-        self._packer = ArgPacker(name, self.params)
-        self._packed: Packed = (None, None, -1, [])  # the latest packed arguments (see ArgPacker)
-        self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
-        self.last_config: tuple[Any, ...] = (0, 0, 0, None)  # (grid, block, shared_mem, stream) of the last launch
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise ClosedError(f"kernel {self.name!r} belongs to {self.module!r}, which is closed")
-
-    @property
-    def handle(self) -> int:
-        self._check_open()
-        return self._handle
-
-    # --- attributes and occupancy -------------------------------------------------------------------------
-    def attribute(self, which: FunctionAttribute) -> int:
-        self._check_open()
-        self.context.activate()
-        value = c_int()
-        cu.cuFuncGetAttribute(byref(value), int(which), self._handle)
-        return value.value
-
-    def set_attribute(self, which: FunctionAttribute, value: int) -> None:
-        self._check_open()
-        self.context.activate()
-        cu.cuFuncSetAttribute(self._handle, int(which), value)
-
-    @property
-    def num_regs(self) -> int:
-        return self.attribute(FunctionAttribute.NUM_REGS)
-
-    @property
-    def max_threads_per_block(self) -> int:
-        """The largest block this kernel can launch with (registers and __launch_bounds__ permitting)."""
-        return self.attribute(FunctionAttribute.MAX_THREADS_PER_BLOCK)
-
-    @property
-    def shared_size_bytes(self) -> int:
-        return self.attribute(FunctionAttribute.SHARED_SIZE_BYTES)
-
-    @property
-    def local_size_bytes(self) -> int:
-        return self.attribute(FunctionAttribute.LOCAL_SIZE_BYTES)
-
-    def max_active_blocks_per_sm(self, block_size: int, shared_mem: int = 0) -> int:
-        """Occupancy: how many blocks of this size fit on one multiprocessor at once."""
-        self._check_open()
-        self.context.activate()
-        blocks = c_int()
-        cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(byref(blocks), self._handle, block_size, shared_mem)
-        return blocks.value
-
-    # --- launching -----------------------------------------------------------------------------------------
-    def launch(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
-               shared_mem: int = 0, stream: Stream | None = None) -> None:
-        """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs.
-
-        The first launch with a given (grid, block, shared_mem, stream) validates the configuration and
-        builds every driver argument as a ctypes object; the first launch with given arguments checks and
-        packs them. After that a launch is: one dict lookup, one identity check of the arguments, and one
-        cuLaunchKernel through an argtypes-free binding of the table row -- close to a bare ctypes call.
-        Launching one Function from several threads at once is safe (packed blocks are never rewritten).
-        """
-        key = (grid, block, shared_mem, stream)
-        prepared = self._prepared.get(key)
-        generation = close_generation[0]
-        if prepared is None or self._generation != generation or grid.__class__ is float:
-            prepared = self._prepare(grid, block, shared_mem, stream)  # (1.0 == 1: floats must not hit the cache)
-        packed = self._packed
-        same = packed[0]
-        if same is None or packed[2] != generation or len(args) != len(same) or not all(map(is_, args, same)):
-            packed = self._packed = self._packer.pack(args)
-        ctx = self.context
-        if ctx._unusable is not None or _tls.handle != ctx._handle:
-            ctx.activate()
-        rc = _launch_kernel[0](*prepared, packed[1], None)
-        if rc:
-            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packed[1], None))
-        ctx.last_launch = self  # named in the error if a sticky fault ever poisons the context
-        self.last_config = key
-        if SYNC_LAUNCHES:
-            ctx.synchronize()
-
-    def _prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
-        """Validate once, then build the driver arguments (all but kernelParams) as ctypes objects."""
-        if self._closed:
-            self._check_open()
-        if self._generation != close_generation[0]:
-            self._prepared.clear()  # something was closed: a cached stream handle might be stale
-            self._generation = close_generation[0]
-        config = self._configs.get((grid, block, shared_mem))
-        if config is None:
-            config = self._configure(grid, block, shared_mem)
-        if _launch_kernel[0] is None:
-            _launch_kernel[0] = checked.unchecked("cuLaunchKernel")
-        h_stream = stream_handle(stream, self.context)
-        prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
-        if len(self._prepared) < _MAX_CONFIGS:
-            self._prepared[(grid, block, shared_mem, stream)] = prepared
-        return prepared
-
-    def _configure(self, grid: Any, block: Any, shared_mem: int) -> tuple[int, ...]:
-        """Check a launch configuration against the device and the kernel (once per configuration)."""
-        g, b = _dims("grid", grid), _dims("block", block)
-        limits = self._limits()
-        for axis, n in enumerate(b):
-            if n > limits["block"][axis]:
-                raise ValueError(f"block dimension {'xyz'[axis]} = {n} exceeds the device limit "
-                                 f"{limits['block'][axis]}")
-        threads = b[0] * b[1] * b[2]
-        if threads > limits["threads"]:
-            raise ValueError(f"a block of {b} = {threads} threads is too large for {self.name!r}: at most "
-                             f"{limits['threads']} (the device allows 1024; registers or __launch_bounds__ may "
-                             "lower it)")
-        for axis, n in enumerate(g):
-            if n > limits["grid"][axis]:
-                raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
-        self._configure_shared(shared_mem, limits)
-        config = (*g, *b, shared_mem)
-        if len(self._configs) < _MAX_CONFIGS:
-            self._configs[(grid, block, shared_mem)] = config
-        return config
-
-    def _limits(self) -> dict[str, Any]:
-        if self._limit_cache is None:
-            dev = self.context.device
-            self._limit_cache = {
-                "block": [dev.attribute(a) for a in (A.MAX_BLOCK_DIM_X, A.MAX_BLOCK_DIM_Y, A.MAX_BLOCK_DIM_Z)],
-                "grid": [dev.attribute(a) for a in (A.MAX_GRID_DIM_X, A.MAX_GRID_DIM_Y, A.MAX_GRID_DIM_Z)],
-                "threads": self.max_threads_per_block,
-                "static_shared": self.shared_size_bytes,
-                "optin_shared": dev.max_shared_memory_per_block_optin,
-            }
-        return self._limit_cache
-
-    def _configure_shared(self, shared_mem: int, limits: dict[str, Any]) -> None:
-        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
-            raise ValueError(f"shared_mem must be a byte count >= 0, got {shared_mem!r}")
-        static, optin = limits["static_shared"], limits["optin_shared"]
-        if static + shared_mem > optin:
-            raise ValueError(f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
-                             f"{optin} bytes a block can have on this device")
-        if shared_mem > self._dynamic_shared_limit:
-            # Above 48 KiB a kernel must opt in: raise its limit once, then launches may use up to it.
-            self.set_attribute(FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
-            self._dynamic_shared_limit = shared_mem
-
-    def __repr__(self) -> str:
-        sig = ", ".join(s.ptx_type for s in self.params)
-        return f"<Function {self.name}({sig}) of {self.module.name!r}{' closed' if self._closed else ''}>"
-
-
-def _dims(what: str, value: Any) -> tuple[int, int, int]:
-    dims = tuple(value) if isinstance(value, tuple | list) else (value,)
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int | np.integer) for d in dims):
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    dims = tuple(int(d) for d in dims)
-    if any(d < 1 for d in dims):
-        raise ValueError(f"every {what} dimension must be >= 1, got {value!r} (a launch of zero threads does nothing; "
-                         "skip the launch instead)")
-    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]

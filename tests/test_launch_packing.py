@@ -13,9 +13,10 @@ import numpy as np
 import pytest
 
 from rawcuda import ClosedError, ptx
+from rawcuda.function import _dims
 from rawcuda.launch import ArgPacker, ArgumentError, ParamSpec
 from rawcuda.memory import DeviceBuffer
-from rawcuda.module import _dims, image_kind, max_ptx_isa
+from rawcuda.module import image_kind, max_ptx_isa
 
 PTX = """
 .version 9.0

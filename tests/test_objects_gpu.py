@@ -482,3 +482,26 @@ def test_exit_with_live_objects_is_clean(order: list[str]) -> None:
     proc = run_python(SHUTDOWN_SCRIPT.format(order=order))
     assert proc.returncode == 0 and proc.stderr == "", proc.stderr
     assert "exiting with" in proc.stdout
+
+
+def test_bound_launch_repeats_and_rechecks_after_a_close(vector_add: rawcuda.Function,
+                                                         rng: np.random.Generator) -> None:
+    n = 4099
+    a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty(n)
+    dc.fill(NAN32)
+    launch = vector_add.bind(grid_for(n), BLOCK, dc, da, db, n)
+    launch()
+    np.testing.assert_array_equal(dc.to_array(), a + b)
+    launch.update(dc, dc, db, n)  # c = c + b
+    launch()
+    launch()
+    np.testing.assert_array_equal(dc.to_array(), a + b + b + b)
+    with pytest.raises(ArgumentError, match="takes 4 argument"):
+        launch.update(dc, da)
+    launch.update(dc, da, db, n)
+    db.close()
+    with pytest.raises(rawcuda.ClosedError):
+        launch()  # re-checked after the close: never a launch on freed memory
+    da.close()
+    dc.close()
