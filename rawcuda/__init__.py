@@ -54,6 +54,8 @@ _LAZY: dict[str, str] = {
     "constants": "rawcuda.ffi.constants",
     "ptx": "rawcuda.ptx",
     "kernels": "rawcuda.kernels",
+    "trace": "rawcuda.tracing",
+    "ops": "rawcuda.ops",
     "Device": "rawcuda.device",
     "Context": "rawcuda.context",
     "default_context": "rawcuda.context",

@@ -24,6 +24,7 @@ import contextlib
 import ctypes
 import os
 import threading
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -93,6 +94,83 @@ def raise_for(code: int, name: str, args: Sequence[Any]) -> None:
     raise make_error(code, TABLE[name], args)
 
 
+#: Hot-path slots: name -> [callable]. A hot path calls ``slot[0](...)``; tracing swaps what is in the slot.
+_hot_slots: dict[str, list[Any]] = {}
+
+
+def hot_slot(name: str) -> list[Any]:
+    """A one-element list holding the :func:`unchecked` binding of ``name`` (bound on its first call).
+
+    Why a list? The hot path keeps a reference to the slot, not to the function, so that tracing can put a
+    traced wrapper in (and take it out again) without the hot path knowing -- and without touching the
+    driver at import time: the first call binds the real function and replaces itself.
+    """
+    slot = _hot_slots.get(name)
+    if slot is None:
+        def bind_on_first_call(*args: Any) -> int:
+            real = unchecked(name)
+            slot[0] = _wrap_hot(real, name) if _tracer is not None else real
+            return int(slot[0](*args))
+
+        slot = _hot_slots.setdefault(name, [bind_on_first_call])
+    return slot
+
+
+# --- tracing: the one place every driver call passes through ----------------------------------------------
+#: The active tracer (set by rawcuda.trace), or None. When None, `cu.X` and hot slots hold the bare
+#: ctypes functions: tracing costs nothing while it is off.
+_tracer: Any = None
+
+
+def set_tracer(tracer: Any) -> None:
+    """Install (or with None remove) a tracer: a callable ``tracer(name, symbol, args, result, ns)``."""
+    global _tracer
+    with _bind_lock:
+        _tracer = tracer
+        for name, fn in list(cu.__dict__.items()):
+            real = getattr(fn, "__wrapped__", fn)
+            setattr(cu, name, real if tracer is None else _wrap_checked(real, TABLE[name]))
+        for name, slot in _hot_slots.items():
+            real = getattr(slot[0], "__wrapped__", slot[0])
+            if getattr(real, "__name__", "") != "bind_on_first_call":
+                slot[0] = real if tracer is None else _wrap_hot(real, name)
+
+
+def _wrap_checked(fn: Any, decl: Decl) -> Callable[..., Any]:
+    def traced(*args: Any) -> Any:
+        start = time.perf_counter_ns()
+        try:
+            result = fn(*args)
+        except CudaError as exc:
+            _report(decl, args, exc.code, time.perf_counter_ns() - start)
+            raise
+        _report(decl, args, 0, time.perf_counter_ns() - start)
+        return result
+
+    traced.__wrapped__ = fn  # type: ignore[attr-defined]
+    return traced
+
+
+def _wrap_hot(fn: Any, name: str) -> Callable[..., Any]:
+    decl = TABLE[name]
+
+    def traced(*args: Any) -> Any:
+        start = time.perf_counter_ns()
+        rc = fn(*args)
+        _report(decl, args, rc, time.perf_counter_ns() - start)
+        return rc
+
+    traced.__wrapped__ = fn  # type: ignore[attr-defined]
+    return traced
+
+
+def _report(decl: Decl, args: Sequence[Any], code: int, ns: int) -> None:
+    tracer = _tracer
+    if tracer is not None:
+        with contextlib.suppress(Exception):  # tracing must never change what the call does
+            tracer(decl, args, code, ns)
+
+
 class _Checked:
     """The namespace of checked driver functions: ``cu.cuInit(0)``. Attributes bind on first use."""
 
@@ -107,6 +185,8 @@ class _Checked:
             fn = self.__dict__.get(name)
             if fn is None:
                 fn = bind(decl)
+                if _tracer is not None:
+                    fn = _wrap_checked(fn, decl)
                 setattr(self, name, fn)
         return fn
 
@@ -213,11 +293,11 @@ def format_arguments(decl: Decl, args: Sequence[Any]) -> str:
     for name, c_param, value in zip(decl.param_names, decl.params, args, strict=False):
         # Addresses read best in hex; counts and flags in decimal. The C type says which is which.
         address = "*" in c_param or "CUdeviceptr" in c_param
-        parts.append(f"{name}={_format_value(value, address)}")
+        parts.append(f"{name}={format_value(value, address)}")
     return ", ".join(parts)
 
 
-def _format_value(value: Any, address: bool) -> str:
+def format_value(value: Any, address: bool) -> str:
     if value is None:
         return "NULL"
     if isinstance(value, bytes):
@@ -259,4 +339,9 @@ def driver_version() -> tuple[int, int]:
     return major, minor_x10 // 10
 
 
-__all__ = ["bind", "cu", "driver_version", "error_observers", "errors", "init", "make_error", "raise_for", "unchecked"]
+__all__ = ["bind", "cu", "driver_version", "error_observers", "errors", "hot_slot", "init", "make_error", "raise_for",
+           "set_tracer", "unchecked"]
+
+
+if os.environ.get("RAWCUDA_TRACE", "") not in ("", "0"):
+    from . import tracing  # noqa: F401  (RAWCUDA_TRACE=1: tracing.py installs the tracer for the process)

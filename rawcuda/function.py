@@ -34,8 +34,9 @@ from .stream import Stream, stream_handle
 DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
 
-# The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch).
-_launch_kernel: list[Any] = [None]
+# The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch; a
+# slot rather than the function itself, so that tracing can swap a traced wrapper in and out).
+_launch_kernel: list[Any] = checked.hot_slot("cuLaunchKernel")
 
 if TYPE_CHECKING:
     from .module import Module
@@ -161,8 +162,6 @@ class Function:
         config = self._configs.get((grid, block, shared_mem))
         if config is None:
             config = self._configure(grid, block, shared_mem)
-        if _launch_kernel[0] is None:
-            _launch_kernel[0] = checked.unchecked("cuLaunchKernel")
         h_stream = stream_handle(stream, self.context)
         prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
         if len(self._prepared) < _MAX_CONFIGS:
