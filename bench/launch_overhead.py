@@ -9,6 +9,7 @@ Variants:
   bare_ctypes       a fresh ctypes pointer to cuLaunchKernel, no argtypes, every argument prebuilt
   table             rawcuda.checked.cu.cuLaunchKernel (argtypes + errcheck), arguments prebuilt
   rawcuda_launch    Function.launch(grid, block, c, a, b, n): checked arguments, cached packing
+  rawcuda_bound     Function.bind(grid, block, c, a, b, n)(): checked once, then only a close check
   cuda_bindings     cuda.bindings.driver.cuLaunchKernel with a prebuilt kernelParams address
   cupy_rawmodule    cupy.RawModule(...).get_function(...)(grid, block, args)
 
@@ -19,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import ctypes
+import io
 import json
 import platform
 import statistics
@@ -113,7 +115,15 @@ def main() -> None:
             lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream), cupy_stream.synchronize)
     except Exception as exc:
         notes["cupy_rawmodule"] = f"unavailable: {type(exc).__name__}: {exc}"
+    variants["rawcuda_bound"] = (fn.bind(1, BLOCK, c, a, b, n, stream=stream), sync)
     results = measure(variants)
+
+    # Tracing must cost nothing once it is off: trace a few calls, turn it off, and measure again.
+    with rawcuda.trace(file=io.StringIO()):
+        fn.launch(1, BLOCK, c, a, b, n, stream=stream)
+        cu.cuLaunchKernel(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, params, None)
+    after = measure({name: variants[name] for name in ("bare_ctypes", "table", "rawcuda_launch", "rawcuda_bound")})
+    results.update({f"{name} (after a trace block)": value for name, value in after.items() if name != "bare_ctypes"})
 
     meta = {
         "date": time.strftime("%Y-%m-%d"),
