@@ -33,6 +33,7 @@ from .stream import Stream, stream_handle
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
+_EQUAL_TO_INTS = frozenset({float, bool})  # types whose values compare (and hash) equal to ints: not dims
 
 # The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch; a
 # slot rather than the function itself, so that tracing can swap a traced wrapper in and out).
@@ -127,8 +128,9 @@ class Function:
         key = (grid, block, shared_mem, stream)
         prepared = self._prepared.get(key)
         generation = close_generation[0]
-        if prepared is None or self._generation != generation or grid.__class__ is float:
-            prepared = self._prepare(grid, block, shared_mem, stream)  # (1.0 == 1: floats must not hit the cache)
+        if (prepared is None or self._generation != generation or grid.__class__ in _EQUAL_TO_INTS
+                or block.__class__ in _EQUAL_TO_INTS):
+            prepared = self._prepare(grid, block, shared_mem, stream)  # 1.0 == True == 1: re-check, don't hit
         packed = self._packed
         same = packed[0]
         if same is None or packed[2] != generation or len(args) != len(same) or not self._same(args, same):
