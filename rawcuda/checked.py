@@ -29,7 +29,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from . import errors
-from .errors import CudaError, MissingSymbolError, OutOfMemoryError, error_class
+from .errors import FORK_ADVICE, CudaError, ForkedProcessError, MissingSymbolError, OutOfMemoryError, error_class
 from .ffi import library
 from .ffi.results import Result
 from .ffi.table import TABLE, Decl
@@ -264,6 +264,8 @@ def make_error(code: int, decl: Decl, args: Sequence[Any]) -> CudaError:
     driver = library.loaded()
     if code in _SHOW_LIBRARY and driver is not None:
         details.append(f"libcuda: {driver.path} (opened as {driver.requested!r})")
+    if forked_from is not None:
+        details.append("note: " + FORK_ADVICE)
     if cls is OutOfMemoryError and decl.allocates is not None:
         requested = _int_value(args[decl.allocates]) if decl.allocates < len(args) else None
         available = device_memory_free() if decl.memory == "device" else host_memory_available()
@@ -315,9 +317,11 @@ def format_value(value: Any, address: bool) -> str:
     return "<" + type(value).__name__ + ">"
 
 
-# --- start-up --------------------------------------------------------------------------------------
+# --- start-up, and fork ------------------------------------------------------------------------------
 _init_lock = threading.Lock()
 _initialized_pid: int | None = None
+#: In a child forked after CUDA was initialized: the parent's pid. CUDA is unusable in such a child.
+forked_from: int | None = None
 
 
 def init() -> None:
@@ -325,10 +329,24 @@ def init() -> None:
     global _initialized_pid
     if _initialized_pid == os.getpid():
         return
+    if forked_from is not None:
+        raise ForkedProcessError("rawcuda cannot initialize CUDA in this process")
     with _init_lock:
         if _initialized_pid != os.getpid():
             cu.cuInit(0)
             _initialized_pid = os.getpid()
+
+
+def _after_fork_in_child() -> None:
+    # Runs in every forked child. fork() copies the parent's memory but not its CUDA state: the driver
+    # refuses (or, worse, misbehaves on) every call. Remember that, so rawcuda can say why -- and how to fix it.
+    global forked_from
+    if _initialized_pid is not None:
+        forked_from = _initialized_pid
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
 def driver_version() -> tuple[int, int]:

@@ -39,7 +39,7 @@ from typing import Any
 from . import checked
 from .checked import cu
 from .device import Device
-from .errors import ClosedError, ContextPoisonedError, CudaError, KernelFaultError
+from .errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError, KernelFaultError
 from .ffi.constants import CtxFlag, Limit
 from .ffi.results import Result
 
@@ -120,6 +120,8 @@ class Context:
             _tls.handle = self._handle
 
     def _raise_unusable(self) -> None:
+        if self._unusable == _FORKED:
+            raise ForkedProcessError(f"{self!r} belongs to the parent process")
         if self._poison is not None:
             raise ContextPoisonedError(
                 self._poison.code,
@@ -321,6 +323,21 @@ def _observe(error: CudaError) -> None:
 
 
 checked.error_observers.append(_observe)
+
+
+# --- fork: a child inherits Context objects, but not the CUDA state behind them ----------------------------
+_FORKED = "inherited through fork()"
+
+
+def _mark_forked_contexts() -> None:
+    _tls.handle = None
+    for contexts in _live.values():
+        for ctx in list(contexts):
+            ctx._unusable = _FORKED  # every use now raises ForkedProcessError; finalizers see the pid and leak
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_mark_forked_contexts)
 
 
 # --- the default context: what `context=None` means ------------------------------------------------------

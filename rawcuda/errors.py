@@ -162,6 +162,21 @@ class ClosedError(RawCudaError, ValueError):
     """An object was used after close()."""
 
 
+FORK_ADVICE = (
+    "this process was forked from one that had already initialized CUDA, and CUDA state (contexts, memory, "
+    "streams) does not survive fork(): start worker processes with the 'spawn' (or 'forkserver') method -- "
+    "multiprocessing.set_start_method('spawn'), or multiprocessing.get_context('spawn') -- so that each "
+    "worker initializes CUDA itself"
+)
+
+
+class ForkedProcessError(RawCudaError, RuntimeError):
+    """CUDA used in a child forked after the parent initialized CUDA."""
+
+    def __init__(self, what: str = "CUDA cannot be used here") -> None:
+        super().__init__(f"{what}: {FORK_ADVICE}")
+
+
 class CudaError(RawCudaError):
     """A driver call returned a CUresult other than CUDA_SUCCESS."""
 
