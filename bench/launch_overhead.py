@@ -11,6 +11,7 @@ Variants:
   rawcuda_launch    Function.launch(grid, block, c, a, b, n): checked arguments, cached packing
   rawcuda_bound     Function.bind(grid, block, c, a, b, n)(): checked once, then only a close check
   cuda_bindings     cuda.bindings.driver.cuLaunchKernel with a prebuilt kernelParams address
+  cuda_core         cuda.core.launch(stream, LaunchConfig, kernel, *args)
   cupy_rawmodule    cupy.RawModule(...).get_function(...)(grid, block, args)
 
 Usage: python bench/launch_overhead.py [--out DIR]   (writes launch_overhead.json / .md there)
@@ -115,6 +116,19 @@ def main() -> None:
             lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream), cupy_stream.synchronize)
     except Exception as exc:
         notes["cupy_rawmodule"] = f"unavailable: {type(exc).__name__}: {exc}"
+    try:
+        from cuda.core import Device as CoreDevice
+        from cuda.core import LaunchConfig, ObjectCode, launch
+
+        core_device = CoreDevice(0)
+        core_device.set_current()  # the primary context: the one rawcuda uses too
+        core_stream = core_device.create_stream()
+        core_kernel = ObjectCode.from_ptx(rawcuda.kernels.ptx_path("vector_add").read_bytes()).get_kernel("vector_add")
+        core_config = LaunchConfig(grid=1, block=BLOCK)
+        core_args = (np.uint64(c.ptr), np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(0))
+        variants["cuda_core"] = (lambda: launch(core_stream, core_config, core_kernel, *core_args), core_stream.sync)
+    except Exception as exc:
+        notes["cuda_core"] = f"unavailable: {type(exc).__name__}: {exc}"
     variants["rawcuda_bound"] = (fn.bind(1, BLOCK, c, a, b, n, stream=stream), sync)
     results = measure(variants)
 

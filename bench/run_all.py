@@ -1,0 +1,219 @@
+"""Every benchmark, one command: ``python bench/run_all.py`` on a GPU host (about 5 minutes on an H200).
+
+Runs each benchmark script in its own interpreter (so one failing peer cannot take the others down),
+builds and runs the C reference program (bench/c/driver_bench.c, when nvcc is there), and writes
+``bench/results/<date>-<gpu>.json`` and ``.md`` -- versions of everything involved, every figure, and each
+target stated as met or not with its numbers -- plus a PNG plot when matplotlib is installed (an optional
+extra: ``pip install rawcuda[plot]``; the table is written without it).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.metadata
+import json
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parent.parent
+BENCH = ROOT / "bench"
+STEPS = ("launch_overhead", "kernels", "copies", "graphs", "unified_memory", "imports")
+STEP_TIMEOUT_S = 300
+PEERS = ("numpy", "cuda-bindings", "cuda-core", "cupy-cuda13x", "torch", "matplotlib")
+
+
+def run_step(name: str, out: Path) -> str:
+    script = BENCH / f"{name}.py"
+    if not script.exists():
+        return "not run: script missing"
+    start = time.perf_counter()
+    proc = subprocess.run([sys.executable, str(script), "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
+                          timeout=STEP_TIMEOUT_S)
+    took = time.perf_counter() - start
+    if proc.returncode != 0:
+        return f"FAILED after {took:.0f} s: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
+    return f"ok in {took:.0f} s"
+
+
+def run_c(out: Path) -> dict[str, Any] | str:
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        return "not run: no nvcc to build bench/c/driver_bench.c"
+    exe = out / "driver_bench"
+    build = subprocess.run([nvcc, "-O2", "-o", str(exe), str(BENCH / "c" / "driver_bench.c"), "-lcuda"],
+                           capture_output=True, text=True)
+    if build.returncode != 0:
+        return f"build failed: {build.stderr.strip()}"
+    ptx = ROOT / "rawcuda" / "kernels" / "vector_add.ptx"
+    proc = subprocess.run([str(exe), str(ptx)], capture_output=True, text=True, timeout=STEP_TIMEOUT_S)
+    if proc.returncode != 0:
+        return f"run failed: {proc.stderr.strip()}"
+    result: dict[str, Any] = json.loads(proc.stdout)
+    return result
+
+
+def load(out: Path, name: str) -> dict[str, Any]:
+    path = out / f"{name}.json"
+    return json.loads(path.read_text()) if path.exists() else {}
+
+
+def versions() -> dict[str, str]:
+    found = {"python": platform.python_version()}
+    for dist in PEERS:
+        try:
+            found[dist] = importlib.metadata.version(dist)
+        except importlib.metadata.PackageNotFoundError:
+            found[dist] = "not installed"
+    return found
+
+
+def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """(target, met?, the numbers) for each goal of the benchmark issue; None = could not be measured."""
+    rows: list[tuple[str, bool | None, str]] = []
+    launch = data.get("launch_overhead", {}).get("results", {})
+    if launch:
+        bare, ours = launch["bare_ctypes"]["us"], launch["rawcuda_launch"]
+        rows.append(("Function.launch <= 1.10x bare ctypes", ours["ratio"] <= 1.10,
+                     f"{ours['us']:.2f} us vs {bare:.2f} us ({ours['ratio']:.2f}x)"))
+        if "cupy_rawmodule" in launch:
+            cupy = launch["cupy_rawmodule"]["us"]
+            rows.append(("Function.launch <= CuPy", ours["us"] <= cupy, f"{ours['us']:.2f} us vs CuPy {cupy:.2f} us"))
+        bound = launch.get("rawcuda_bound")
+        if bound:
+            rows.append(("bound launch (fastest launch path) vs bare ctypes", None,
+                         f"{bound['us']:.2f} us ({bound['ratio']:.2f}x)"))
+    replay = data.get("graphs", {}).get("replay_us_per_kernel")
+    rows.append(("fastest path <= 1.0 us per kernel (graph replay)",
+                 None if replay is None else replay <= 1.0, "not measured" if replay is None else f"{replay:.2f} us"))
+    kernels = {row[0]: row[2] for row in data.get("kernels", {}).get("rows", [])}
+    copy = kernels.get("device-to-device copy, 1 GiB (read + write)")
+    if copy:
+        add, red = kernels["vector_add, 3 x 1 GiB"], kernels["warp_reduce_sum, 1 GiB (read)"]
+        rows.append(("vector add >= 90% of the copy ceiling", add >= 0.9 * copy, f"{add:.2f} vs {copy:.2f} TB/s"))
+        rows.append(("reduction >= 90% of the copy ceiling", red >= 0.9 * copy, f"{red:.2f} vs {copy:.2f} TB/s"))
+        for peer in ("cupy.sum, same 1 GiB", "torch.sum, same 1 GiB"):
+            if peer in kernels and kernels[peer] == kernels[peer]:  # not NaN
+                rows.append((f"reduction faster than {peer.split(',')[0]}", red > kernels[peer],
+                             f"{red:.2f} vs {kernels[peer]:.2f} TB/s"))
+    c, ours_copies = data.get("c"), data.get("copies", {}).get("copies")
+    if isinstance(c, dict) and ours_copies:
+        worst = min(min(o[k] / r[k] for k in ("pinned_htod", "pinned_dtoh"))
+                    for o, r in zip(ours_copies, c["copies"], strict=True) if o["bytes"] >= 16 << 20)
+        rows.append(("pinned copies >= 97% of the C program (>= 16 MiB)", worst >= 0.97, f"worst ratio {worst:.1%}"))
+    imports = data.get("imports", {}).get("import_ms", {})
+    if isinstance(imports.get("rawcuda"), float):
+        peers = {k: v for k, v in imports.items() if k not in ("rawcuda", "numpy") and isinstance(v, float)}
+        slowest_win = all(imports["rawcuda"] < v for v in peers.values())
+        rows.append(("rawcuda import faster than every peer", slowest_win,
+                     ", ".join(f"{k} {v:.0f} ms" for k, v in {"rawcuda": imports["rawcuda"], **peers}.items())))
+    return rows
+
+
+def markdown(data: dict[str, Any]) -> str:
+    meta = data["meta"]
+    lines = [f"# rawcuda benchmarks — {meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}", "",
+             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
+             "## Targets", "", "| target | met | numbers |", "|---|---|---|"]
+    for goal, met, numbers in data["targets"]:
+        lines.append(f"| {goal} | {'—' if met is None else 'yes' if met else 'NO'} | {numbers} |")
+    launch = data.get("launch_overhead", {})
+    if launch:
+        lines += ["", "## 1. Host time per launch (4 arguments)", "", "| variant | µs | vs bare ctypes | vs C |",
+                  "|---|---:|---:|---:|"]
+        c_us = data["c"]["launch_us"] if isinstance(data.get("c"), dict) else None
+        for name, r in launch["results"].items():
+            vs_c = f"{r['us'] / c_us:.2f}x" if c_us else "—"
+            lines.append(f"| {name} | {r['us']:.2f} | {r['ratio']:.2f}x | {vs_c} |")
+        if c_us:
+            lines.append(f"| C program (driver API) | {c_us:.2f} | | 1.00x |")
+    kernels = data.get("kernels", {}).get("rows", [])
+    if kernels:
+        lines += ["", "## 2. Bandwidth and throughput", "", "| case | value | unit | note |", "|---|---:|---|---|"]
+        lines += [f"| {case} | {value:.3g} | {unit} | {note} |" for case, unit, value, note in kernels]
+    copies = data.get("copies", {}).get("copies")
+    if copies:
+        c_copies = data["c"]["copies"] if isinstance(data.get("c"), dict) else [None] * len(copies)
+        lines += ["", "## 3. Host <-> device copies (GB/s; C program in parentheses)", "",
+                  "| size | pinned H->D | pinned D->H | pageable H->D | pageable D->H |", "|---|---:|---:|---:|---:|"]
+        for ours, ref in zip(copies, c_copies, strict=True):
+            cells = [f"{ours[k]:.1f}" + (f" ({ref[k]:.1f})" if ref else "")
+                     for k in ("pinned_htod", "pinned_dtoh", "pageable_htod", "pageable_dtoh")]
+            lines.append(f"| {ours['bytes'] >> 20} MiB | " + " | ".join(cells) + " |")
+    for name, title in (("graphs", "4. Graph pipeline"), ("unified_memory", "5. Managed vs explicit memory")):
+        md = data.get(f"{name}_md")
+        lines += ["", f"## {title}", "", md if md else "not run"]
+    imports = data.get("imports", {}).get("import_ms")
+    if imports:
+        lines += ["", "## 6. Import time (fresh interpreter, median)", "", "| module | ms |", "|---|---:|"]
+        lines += [f"| {k} | {v:.1f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in imports.items()]
+    lines += ["", "Steps: " + "; ".join(f"{k}: {v}" for k, v in data["steps"].items())]
+    return "\n".join(lines) + "\n"
+
+
+def plot(data: dict[str, Any], path: Path) -> str:
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return "no plot: matplotlib is not installed (pip install rawcuda[plot])"
+    launch = data.get("launch_overhead", {}).get("results", {})
+    fig, axes = plt.subplots(1, 2, figsize=(12, 4.5))
+    names = [n for n in launch if "after a trace" not in n]
+    axes[0].barh(names, [launch[n]["us"] for n in names], color="tab:blue")
+    if isinstance(data.get("c"), dict):
+        axes[0].axvline(data["c"]["launch_us"], color="tab:red", linestyle="--", label="C program")
+        axes[0].legend()
+    axes[0].set_xlabel("µs per launch (host)")
+    axes[0].set_title("Launch overhead")
+    rows = [r for r in data.get("kernels", {}).get("rows", []) if r[1] == "TB/s"]
+    axes[1].barh([r[0] for r in rows], [r[2] for r in rows], color="tab:green")
+    axes[1].set_xlabel("TB/s")
+    axes[1].set_title("Bandwidth")
+    fig.suptitle(f"rawcuda on {data['meta']['gpu']} ({data['meta']['date']})")
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+    return f"plot: {path.name}"
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", type=Path, default=BENCH / "results")
+    args = parser.parse_args()
+    args.out.mkdir(parents=True, exist_ok=True)
+    sys.path.insert(0, str(ROOT))
+    import rawcuda
+
+    gpu = rawcuda.Device(0).name
+    data: dict[str, Any] = {"meta": {"date": time.strftime("%Y-%m-%d"), "gpu": gpu,
+                                     "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
+                                     "versions": versions()},
+                            "steps": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        work = Path(tmp)
+        for step in STEPS:
+            data["steps"][step] = run_step(step, work)
+            print(f"{step}: {data['steps'][step]}", flush=True)
+            data[step] = load(work, step)
+            md = work / f"{step}.md"
+            if step in ("graphs", "unified_memory") and md.exists():
+                data[f"{step}_md"] = md.read_text().split("\n", 2)[-1].strip()
+        data["c"] = run_c(work)
+        data["steps"]["c"] = "ok" if isinstance(data["c"], dict) else data["c"]
+    data["targets"] = targets(data)
+    stem = f"{data['meta']['date']}-{gpu.replace(' ', '_')}"
+    (args.out / f"{stem}.json").write_text(json.dumps(data, indent=2))
+    (args.out / f"{stem}.md").write_text(markdown(data))
+    print(plot(data, args.out / f"{stem}.png"))
+    print(markdown(data))
+
+
+if __name__ == "__main__":
+    main()
