@@ -89,7 +89,7 @@ class Device:
         cu.cuDeviceGetPCIBusId(buf, _PCI_ID_BYTES, self.handle)
         return buf.value.decode()
 
-    @property
+    @functools.cached_property
     def multiprocessor_count(self) -> int:
         return self.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT)
 

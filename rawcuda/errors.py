@@ -280,7 +280,13 @@ class ContextError(CudaError):
 
 
 class ModuleLoadError(CudaError):
-    """A module image could not be loaded: bad PTX, no code for this GPU, a PTX ISA too new ..."""
+    """A module image could not be loaded: bad PTX, no code for this GPU, a PTX ISA too new ...
+
+    When the driver's JIT was involved, ``jit_log`` and ``info_log`` hold its logs (also in the message).
+    """
+
+    jit_log = ""
+    info_log = ""
 
 
 class InvalidHandleError(CudaError, ValueError):
@@ -288,7 +294,9 @@ class InvalidHandleError(CudaError, ValueError):
 
 
 class NotFoundError(CudaError, LookupError):
-    """A named symbol (kernel, global) is not in the module."""
+    """A named symbol (kernel, global) is not in the module. ``entries`` lists the kernels that are."""
+
+    entries: list[str] = []  # noqa: RUF012  (a default for errors raised outside Module.function)
 
 
 class NotReadyError(CudaError):

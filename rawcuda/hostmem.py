@@ -110,6 +110,7 @@ class PinnedBuffer(Resource):
         if self._closed:
             return
         self._raw = None
+        self._array = None  # type: ignore[assignment]  (the memory goes as soon as no outside view is left)
         super().close()
 
     def __repr__(self) -> str:

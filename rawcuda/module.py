@@ -115,7 +115,10 @@ class Module(Resource):
         try:
             cu.cuModuleLoadDataEx(byref(handle), data, len(options), keys, values)
         except CudaError as exc:
-            raise _with_details(exc, self._load_details(error.value, info.value)) from None
+            failure = _with_details(exc, self._load_details(error.value, info.value))
+            failure.jit_log = error.value.decode(errors="replace").strip()  # type: ignore[attr-defined]
+            failure.info_log = info.value.decode(errors="replace").strip()  # type: ignore[attr-defined]
+            raise failure from None
         self.info_log = info.value.decode(errors="replace").strip()
         return handle.value or 0
 
@@ -177,7 +180,9 @@ class Module(Resource):
             if near:
                 details.append(f"{near[0]} looks like {name!r} after C++ name mangling: declare the kernel "
                                f"extern \"C\" to keep its plain name, or ask for {near[0]!r}")
-            raise _with_details(exc, details) from None
+            failure = _with_details(exc, details)
+            failure.entries = entries  # type: ignore[attr-defined]  (the kernels that *are* in the module)
+            raise failure from None
         specs = self._param_specs(name, handle.value or 0)
         return Function(self, name, handle.value or 0, specs)
 

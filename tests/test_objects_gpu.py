@@ -304,6 +304,7 @@ def test_missing_kernel_lists_entries_and_spots_mangling() -> None:
         m.function("vector_add")
     msg = str(info.value)
     assert "kernels in mangled.ptx: _Z10vector_addPfPKfS1_m" in msg and 'extern "C"' in msg
+    assert info.value.entries == ["_Z10vector_addPfPKfS1_m"]
     assert m.function("_Z10vector_addPfPKfS1_m").name == "_Z10vector_addPfPKfS1_m"
     m.close()
 
@@ -322,6 +323,7 @@ def test_invalid_ptx_carries_the_jit_log() -> None:
     with pytest.raises(rawcuda.ModuleLoadError) as info:
         Module(bad)
     assert "JIT error log" in str(info.value) and info.value.code == rawcuda.Result.ERROR_INVALID_PTX
+    assert info.value.jit_log and info.value.jit_log in str(info.value)
 
 
 @pytest.mark.parametrize(

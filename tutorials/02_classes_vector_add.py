@@ -83,11 +83,12 @@ def main(t: Tutorial) -> None:
         c = d_c.to_array(stream=stream)
         t.check(bool(np.array_equal(c, a + b)), f"all {N:,} sums equal numpy's a + b exactly")
 
-        t.step("clean up: leaving the with block closes the context, which closes its children first")
-        show(t, "(Drop order: the context must outlive its buffers -- the seed's warning)", "end of `with ctx:`",
+        t.step("clean up: ctx.close() closes the children the context still owns, then the context itself")
+        show(t, "(Drop order: the context must outlive its buffers -- the seed's warning)", "ctx.close()",
              "cuCtxSynchronize; cuMemFree_v2 x3; cuModuleUnload; cuStreamDestroy_v2; cuCtxDestroy_v2")
         children = ctx.children
         t.say(f"{len(children)} objects still open in the context: {sorted(type(c).__name__ for c in children)}")
+    # Leaving `with ctx:` popped the context off this thread's stack; it did not destroy it. Closing does.
     ctx.close()
     t.check(all(obj.closed for obj in (d_a, d_b, d_c, module, stream)), "every child was closed with the context")
     try:

@@ -48,7 +48,10 @@ class Tutorial:
     def step(self, text: str) -> None:
         self.number += 1
         if self.args.step:
-            input(f"\n[press Enter for step {self.number}] ")
+            try:
+                input(f"\n[press Enter for step {self.number}] ")
+            except EOFError:  # stdin closed (a pipe, CI): carry on without pausing
+                self.args.step = False
         print(f"\n== step {self.number}: {text}")
 
     def say(self, text: str) -> None:
