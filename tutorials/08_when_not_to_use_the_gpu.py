@@ -1,0 +1,235 @@
+"""Tutorial 08 -- when not to use the GPU: a measured crossover for vector add, transfers included.
+
+The seed article ends with the cases where CUDA is not worth it (不适用场景): simple array arithmetic
+that numpy or a BLAS binding already does well, and work that does not need acceleration at all. This
+tutorial measures the simplest such case instead of asserting it: ``c = a + b`` on the CPU with numpy
+versus the full GPU round trip -- copy a and b to the device, run ``rawcuda.ops.vector_add``, copy c back.
+
+Vector add does one addition per 12 bytes moved. On the GPU it is limited by device memory bandwidth
+(terabytes per second), but a round trip first pushes those 12 bytes per element over PCIe or NVLink,
+which is often no faster than the host's own memory -- so the copies, not the kernel, decide. The table shows
+where (and whether) the round trip beats numpy, with pinned and with pageable host memory, and where the
+kernel alone wins when the data already lives on the GPU.
+
+Run:  python tutorials/08_when_not_to_use_the_gpu.py [--step]
+"""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import numpy as np
+from _tutorial import Tutorial, run
+
+import rawcuda
+from rawcuda import DeviceBuffer, PinnedBuffer, Stream, ops
+
+MIN_EXP, MAX_EXP = 10, 26  # sizes 2**10 .. 2**26 floats (4 KiB .. 256 MiB per array)
+SIZES = [1 << e for e in range(MIN_EXP, MAX_EXP + 1)]
+MAX_N = SIZES[-1]
+REPS = 5  # timed runs per size and method; the median is reported (robust to one slow outlier)
+F32 = np.dtype(np.float32)
+BYTES_MOVED = 3 * F32.itemsize  # per element: a and b in, c out
+NAN32 = np.float32(np.nan)  # poison: an output that was not written stays NaN and fails the check
+US_PER_S = 1_000_000
+BYTES_PER_GB = 1e9
+KIB = 1024
+
+
+@dataclass
+class Row:
+    n: int
+    numpy_us: float
+    pinned_us: float
+    pageable_us: float
+    kernel_us: float
+
+
+def median_us(action: Callable[[], None], reset: Callable[[], None], verify: Callable[[], bool]) -> tuple[float, bool]:
+    """Median wall-clock microseconds of ``action`` over REPS runs after one warm-up run.
+
+    ``reset`` (poisoning the outputs) runs before each run, outside the clock; ``verify`` checks every
+    element after each run. Returns the median and whether every run was verified correct.
+    """
+    reset()
+    action()  # warm-up: first-touch page faults, lazy module loading, clocks ramping up
+    correct = verify()
+    times = []
+    for _ in range(REPS):
+        reset()
+        began = time.perf_counter()
+        action()
+        times.append(time.perf_counter() - began)
+        correct = verify() and correct
+    return statistics.median(times) * US_PER_S, correct
+
+
+@dataclass
+class Memory:
+    """The largest arrays, allocated once; each size uses views of their first n elements."""
+
+    a: np.ndarray  # pageable inputs and output (plain numpy)
+    b: np.ndarray
+    c: np.ndarray
+    pa: np.ndarray  # numpy views of pinned memory (PinnedBuffer.array)
+    pb: np.ndarray
+    pc: np.ndarray
+    da: DeviceBuffer
+    db: DeviceBuffer
+    dc: DeviceBuffer
+
+
+def measure(n: int, m: Memory, stream: Stream) -> tuple[Row, bool]:
+    """Time numpy, both GPU round trips and the resident kernel at size ``n``; True if every GPU run was exact."""
+    ha, hb, hc = m.a[:n], m.b[:n], m.c[:n]
+    hpa, hpb, hpc = m.pa[:n], m.pb[:n], m.pc[:n]  # views of pinned memory are pinned too
+    va, vb, vc = m.da[:n], m.db[:n], m.dc[:n]  # device views: no allocation while measuring
+    expected = ha + hb  # float32 + float32 is correctly rounded on both sides: results must be identical
+
+    def cpu() -> None:
+        np.add(ha, hb, out=hc)
+
+    def round_trip(src_a: np.ndarray, src_b: np.ndarray, dst: np.ndarray) -> None:
+        va.copy_from(src_a, stream=stream)
+        vb.copy_from(src_b, stream=stream)
+        ops.vector_add(vc, va, vb, stream=stream)
+        vc.copy_to(dst, stream=stream)
+        stream.synchronize()
+
+    def kernel_only() -> None:
+        ops.vector_add(vc, va, vb, stream=stream)
+        stream.synchronize()
+
+    def poison(host: np.ndarray | None) -> Callable[[], None]:
+        def reset() -> None:
+            if host is not None:
+                host[...] = NAN32
+            vc.fill(NAN32)
+
+        return reset
+
+    def exact(host: np.ndarray | None) -> Callable[[], bool]:
+        return lambda: bool(np.array_equal(vc.to_array() if host is None else host, expected))
+
+    numpy_us, _ = median_us(cpu, lambda: None, lambda: True)
+    pinned_us, ok_pinned = median_us(lambda: round_trip(hpa, hpb, hpc), poison(hpc), exact(hpc))
+    pageable_us, ok_pageable = median_us(lambda: round_trip(ha, hb, hc), poison(hc), exact(hc))
+    va.copy_from(hpa)  # make the inputs resident; now only the kernel (launch + wait) is timed
+    vb.copy_from(hpb)
+    kernel_us, ok_kernel = median_us(kernel_only, poison(None), exact(None))
+    for view in (va, vb, vc):
+        view.close()  # a view's close() only marks it; the memory belongs to the full buffer
+    return Row(n, numpy_us, pinned_us, pageable_us, kernel_us), ok_pinned and ok_pageable and ok_kernel
+
+
+def crossover(rows: list[Row], gpu: Callable[[Row], float]) -> int | None:
+    """The smallest size from which the GPU is faster than numpy at that size *and every larger one*."""
+    found = None
+    for row in reversed(rows):
+        if gpu(row) >= row.numpy_us:
+            break
+        found = row.n
+    return found
+
+
+def size_text(n: int) -> str:
+    nbytes = n * F32.itemsize
+    return f"{nbytes // KIB:,} KiB" if nbytes < KIB * KIB else f"{nbytes // (KIB * KIB):,} MiB"
+
+
+def main(t: Tutorial) -> None:
+    t.step("the contenders, and the memory they use")
+    dev = rawcuda.Device(0)
+    stream = Stream()
+    rng = np.random.default_rng()
+    a = rng.standard_normal(MAX_N, dtype=np.float32)
+    b = rng.standard_normal(MAX_N, dtype=np.float32)
+    c = np.empty(MAX_N, np.float32)  # numpy's output and the pageable GPU output, preallocated like the rest
+    pa, pb, pc = PinnedBuffer.from_array(a), PinnedBuffer.from_array(b), PinnedBuffer(MAX_N, np.float32)
+    da, db, dc = (DeviceBuffer.empty(MAX_N, np.float32) for _ in range(3))
+    t.say(f"GPU: {dev.name}. CPU: numpy {np.__version__}, np.add(a, b, out=c) -- `a + b` into a preallocated\n"
+          "array, so neither side pays for allocating its output inside the clock.\n"
+          "GPU round trip: a, b host -> device, ops.vector_add, c device -> host, one stream, then wait.\n"
+          f"Each time is the median of {REPS} runs after a warm-up, wall clock (time.perf_counter) around the\n"
+          "whole round trip, as a caller would experience it.")
+    with (DeviceBuffer.from_array(a[:KIB]) as wa, DeviceBuffer.from_array(b[:KIB]) as wb,
+          DeviceBuffer.empty(KIB, np.float32) as wc):
+        ops.vector_add(wc, wa, wb)  # warm-up: loads the kernel's module (PTX JIT) before anything is timed
+        t.check(bool(np.array_equal(wc.to_array(), a[:KIB] + b[:KIB])), "warm-up result is exact")
+
+    t.step(f"measure every size from 2^{MIN_EXP} to 2^{MAX_EXP} floats, checking every GPU result")
+    memory = Memory(a, b, c, pa.array, pb.array, pc.array, da, db, dc)
+    rows: list[Row] = []
+    all_correct = True
+    for n in SIZES:
+        row, correct = measure(n, memory, stream)
+        if not correct:
+            t.say(f"WRONG RESULT at n = {n:,}")
+        all_correct = all_correct and correct
+        rows.append(row)
+    t.check(all_correct, f"every GPU result at every size ({len(SIZES)} sizes x 3 methods x {REPS + 1} runs) "
+                         "equals numpy's a + b exactly")
+
+    t.step("the table (microseconds, median)")
+    header = (f"{'n':>10} {'per array':>10} {'numpy':>10} {'GPU pinned':>11} {'GPU pageable':>13} "
+              f"{'kernel only':>12}  fastest with transfers")
+    lines = [header]
+    for r in rows:
+        contenders = {"numpy": r.numpy_us, "GPU pinned": r.pinned_us, "GPU pageable": r.pageable_us}
+        fastest = min(contenders, key=lambda k: contenders[k])
+        lines.append(f"{r.n:>10,} {size_text(r.n):>10} {r.numpy_us:>10.1f} {r.pinned_us:>11.1f} "
+                     f"{r.pageable_us:>13.1f} {r.kernel_us:>12.1f}  {fastest}")
+    t.say("\n".join(lines))
+    big = rows[-1]
+    rate = {name: big.n * BYTES_MOVED / (us / US_PER_S) / BYTES_PER_GB
+            for name, us in (("numpy", big.numpy_us), ("pinned", big.pinned_us), ("pageable", big.pageable_us),
+                             ("kernel", big.kernel_us))}
+    t.say(f"at n = {big.n:,}, bytes of a, b and c per second: numpy {rate['numpy']:.1f} GB/s, GPU round trip\n"
+          f"{rate['pinned']:.1f} GB/s pinned / {rate['pageable']:.1f} GB/s pageable (the bus), kernel alone "
+          f"{rate['kernel']:.0f} GB/s")
+
+    t.step("the verdict")
+    pinned_from = crossover(rows, lambda r: r.pinned_us)
+    pageable_from = crossover(rows, lambda r: r.pageable_us)
+    kernel_from = crossover(rows, lambda r: r.kernel_us)
+    for label, start in (("GPU round trip, pinned host memory", pinned_from),
+                         ("GPU round trip, pageable host memory", pageable_from)):
+        if start is None:
+            t.say(f"{label}: never beats numpy up to {MAX_N:,} floats")
+        else:
+            t.say(f"{label}: beats numpy from n = {start:,} ({size_text(start)} per array) on")
+    if kernel_from is None:
+        t.say("kernel alone, data already on the GPU: never beats numpy here")
+    else:
+        t.say(f"kernel alone, data already on the GPU: beats numpy from n = {kernel_from:,} "
+              f"({size_text(kernel_from)} per array) on")
+    t.check(big.kernel_us < big.numpy_us,
+            f"with the data resident, the kernel beats numpy at n = {big.n:,} ({big.kernel_us:.0f} us vs "
+            f"{big.numpy_us:.0f} us)")
+    small = rows[0]
+    t.say(f"small arrays: a round trip has a fixed cost -- three copies, a launch and a synchronization,\n"
+          f"about {small.pinned_us:.0f} us here -- against {small.numpy_us:.1f} us for numpy. Large arrays: the "
+          f"same {BYTES_MOVED} bytes per\nelement that numpy streams through host memory must cross the bus "
+          "(PCIe or NVLink) instead.")
+    if pinned_from is None:
+        t.say(f"here the bus ({rate['pinned']:.1f} GB/s) never catches up with numpy ({rate['numpy']:.1f} GB/s): "
+              "for one cheap\noperation the copies cost more than the whole job on the CPU.")
+    else:
+        which = "only from pinned memory" if pageable_from is None else "even from pageable memory"
+        t.say(f"here the bus ({rate['pinned']:.1f} GB/s pinned) does beat single-threaded numpy "
+              f"({rate['numpy']:.1f} GB/s) for large\narrays, {which} -- yet the kernel "
+              f"({rate['kernel']:.0f} GB/s alone) is a small part of the round trip:\nalmost all of the time "
+              "is spent moving data.")
+    t.say("so: move data to the GPU when it will *stay* there for many operations, or when the work per byte\n"
+          "is high (a matmul, not an add). For a one-off cheap operation, an array that fits in cache, or code\n"
+          "numpy already vectorizes, the GPU's extra complexity -- drivers, contexts, copies, deployment --\n"
+          "buys little or nothing (the seed's 不适用场景).")
+    for buf in (da, db, dc, pa, pb, pc, stream):
+        buf.close()
+
+
+if __name__ == "__main__":
+    run(main, "Tutorial 08: when not to use the GPU -- a measured crossover for vector add")
