@@ -88,7 +88,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         if bound:
             rows.append(("bound launch (fastest launch path) vs bare ctypes", None,
                          f"{bound['us']:.2f} us ({bound['ratio']:.2f}x)"))
-    replay = data.get("graphs", {}).get("replay_us_per_kernel")
+    replay = data.get("graphs", {}).get("tiny", {}).get("graph_gpu_us_per_kernel")
     rows.append(("fastest path <= 1.0 us per kernel (graph replay)",
                  None if replay is None else replay <= 1.0, "not measured" if replay is None else f"{replay:.2f} us"))
     kernels = {row[0]: row[2] for row in data.get("kernels", {}).get("rows", [])}

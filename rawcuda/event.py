@@ -7,7 +7,9 @@ between them, measure the GPU's own execution (resolution about half a microseco
 
 from __future__ import annotations
 
+from collections.abc import Generator
 from ctypes import byref, c_float, c_void_p
+from typing import Any
 
 from .checked import cu
 from .context import Context, resolve
@@ -64,6 +66,12 @@ class Event(Resource):
         self._require_recorded("synchronize on")
         self.context.activate()
         cu.cuEventSynchronize(self._handle)
+
+    def __await__(self) -> Generator[Any, None, None]:
+        """``await event``: wait until it completes without blocking the event loop (see :mod:`rawcuda.aio`)."""
+        from .aio import wait
+
+        return wait(self).__await__()
 
     def query(self) -> bool:
         """True once the recorded work has completed (never blocks)."""

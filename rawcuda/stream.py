@@ -7,7 +7,7 @@ a program is correct:
   every *blocking* stream of the context, and they wait for it. A stream created with
   ``StreamFlag.NON_BLOCKING`` opts out -- faster, but a synchronous ``cuMemcpy`` on the legacy stream
   then *races* its kernels. rawcuda's streams are therefore blocking unless you ask (the seed's cust
-  example used NON_BLOCKING; tutorial 05 shows the race), and rawcuda's own copies without a stream
+  example used NON_BLOCKING; tutorial 06 shows the race), and rawcuda's own copies without a stream
   synchronize the whole context, so they cannot race anything.
 * **Host memory in flight.** An async copy reads or writes host memory *later*. The stream keeps the
   host object alive until the copy is known to be done (an event recorded after it has completed).
@@ -20,13 +20,14 @@ from __future__ import annotations
 
 import collections
 import contextlib
+from collections.abc import Generator
 from ctypes import byref, c_int, c_uint, c_void_p
 from typing import Any
 
 from .checked import cu
 from .context import Context, resolve
 from .errors import NotReadyError
-from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
+from .ffi.constants import EventFlag, EventWaitFlag, StreamCaptureMode, StreamFlag
 from .resource import Resource
 
 
@@ -38,6 +39,7 @@ class Stream(Resource):
     """A CUDA stream in ``context`` (the default context when None)."""
 
     _close_rank = 10
+    _capturing: Any = None  # the Graph being captured on this stream, set by rawcuda.graph.capture
 
     def __init__(self, context: Context | None = None, *, flags: StreamFlag = StreamFlag.DEFAULT,
                  priority: int | None = None) -> None:
@@ -89,6 +91,21 @@ class Stream(Resource):
         self.context.activate()
         cu.cuStreamWaitEvent(self._handle, event.handle, EventWaitFlag.DEFAULT)
 
+    def capture(self, mode: StreamCaptureMode = StreamCaptureMode.THREAD_LOCAL) -> Any:
+        """``with stream.capture() as graph:`` records this stream's work into a CUDA graph instead of running it.
+
+        Then ``graph.instantiate().launch(stream)`` replays it with one call. See :mod:`rawcuda.graph`.
+        """
+        from .graph import capture
+
+        return capture(self, mode)
+
+    def __await__(self) -> Generator[Any, None, None]:
+        """``await stream``: wait for the queued work without blocking the event loop (see :mod:`rawcuda.aio`)."""
+        from .aio import wait
+
+        return wait(self).__await__()
+
     def record(self, event: Any = None) -> Any:
         """Record ``event`` (a new timing event when None) at this point of the stream, and return it."""
         from .event import Event
@@ -114,6 +131,9 @@ class Stream(Resource):
     # --- keeping host objects alive while async work uses them --------------------------------------------
     def keep_alive(self, obj: Any) -> None:
         """Hold ``obj`` until the work queued on this stream so far has completed."""
+        if self._capturing is not None:  # captured work runs at every replay: the graph holds obj from now on
+            self._capturing.keep_alive(obj)
+            return
         self.context.activate()
         marker = c_void_p()
         cu.cuEventCreate(byref(marker), EventFlag.DISABLE_TIMING)

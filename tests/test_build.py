@@ -29,6 +29,7 @@ CONTRACT = {
     "matmul": {"matmul": ["u64", "u64", "u64", "u32", "u32", "u32"]},
     "reduce": {"warp_reduce_sum": ["u64", "u64", "u64"]},
     "saxpy": {"saxpy": ["u64", "f32", "u64", "u64"]},
+    "spin": {"spin": ["u64"]},
     "transpose": {"transpose_naive": ["u64", "u64", "u32", "u32"], "transpose_padded": ["u64", "u64", "u32", "u32"]},
     "vector_add": {"vector_add": ["u64", "u64", "u64", "u64"]},
 }

@@ -8,7 +8,7 @@ nodes instead of running them) or *explicit* nodes (cuGraphAddKernelNode). Eithe
 
 from __future__ import annotations
 
-from ctypes import POINTER, c_char_p, c_size_t, c_uint, c_ulonglong
+from ctypes import POINTER, c_char_p, c_size_t, c_uint, c_ulonglong, c_void_p
 
 from ..types import (
     CUDA_KERNEL_NODE_PARAMS,
@@ -50,6 +50,10 @@ ENTRIES = [
          CUgraph, P(CUgraphNode), P(c_size_t)),
     decl("CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)", "cuGraphNodeGetType",
          CUgraphNode, P(enum)),
+    # Edges give the order of the nodes (the node list itself has none). edgeData is passed NULL: rawcuda
+    # never sets edge data, and a graph that has some answers CUDA_ERROR_LOSSY_QUERY instead of dropping it.
+    decl("CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, "
+         "size_t *numEdges)", "cuGraphGetEdges_v2", CUgraph, P(CUgraphNode), P(CUgraphNode), c_void_p, P(c_size_t)),
     decl("CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)",
          "cuGraphKernelNodeGetParams_v2", CUgraphNode, POINTER(CUDA_KERNEL_NODE_PARAMS)),
     decl("CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)",
