@@ -368,12 +368,14 @@ class Graph(Resource):
         count = c_size_t()
         cu.cuGraphGetNodes(handle, None, byref(count))
         listed = (CUgraphNode * count.value)()
-        cu.cuGraphGetNodes(handle, listed, byref(count))
+        if count.value:  # a second call with a zero-length (non-NULL) array is INVALID_VALUE, not a no-op
+            cu.cuGraphGetNodes(handle, listed, byref(count))
         handles = [h or 0 for h in listed[: count.value]]
         edges = c_size_t()
         cu.cuGraphGetEdges(handle, None, None, None, byref(edges))
         sources, targets = (CUgraphNode * edges.value)(), (CUgraphNode * edges.value)()
-        cu.cuGraphGetEdges(handle, sources, targets, None, byref(edges))
+        if edges.value:
+            cu.cuGraphGetEdges(handle, sources, targets, None, byref(edges))
         pairs = [(a or 0, b or 0) for a, b in zip(sources[: edges.value], targets[: edges.value], strict=True)]
         return [self._node(h) for h in topological_order(handles, pairs)]
 

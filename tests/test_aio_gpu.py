@@ -63,8 +63,11 @@ def test_the_loop_keeps_ticking_while_a_long_kernel_is_awaited(spin: rawcuda.Fun
     async def main() -> tuple[float, float, bool]:
         start = time.perf_counter()
         launch_spin(spin, LONG_SPIN_S, stream)
+        marker = Event(timing=False).record(stream)
         gap = await longest_gap_while(asyncio.ensure_future(_await(stream)))
-        return gap, time.perf_counter() - start, stream.query()
+        # Ask a marker recorded after the kernel, not stream.query(): the host function that completed the
+        # await is itself part of the stream and may still be returning.
+        return gap, time.perf_counter() - start, marker.query()
 
     gap, elapsed, done = asyncio.run(main())
     assert done and elapsed >= LONG_SPIN_S - EARLY_S, "the await returned before the kernel finished"
@@ -122,8 +125,9 @@ def test_a_hundred_concurrent_awaits_all_complete(spin: rawcuda.Function) -> Non
             done = event.query()
             event.close()
             return done
+        marker = Event(timing=False).record(streams[i])
         await streams[i]
-        return streams[i].query()  # the await may not return before the stream's work is done
+        return marker.query()  # the await may not return before the work queued before it is done
 
     async def main() -> list[bool]:
         return await asyncio.wait_for(asyncio.gather(*(one(i) for i in range(CONCURRENT))), timeout=60)
@@ -136,11 +140,17 @@ def test_a_hundred_concurrent_awaits_all_complete(spin: rawcuda.Function) -> Non
 
 
 def test_many_awaits_on_one_stream(spin: rawcuda.Function, stream: Stream) -> None:
+    marker = Event(timing=False)
+
     async def main() -> list[None]:
         launch_spin(spin, SHORT_SPIN_S, stream)
-        return await asyncio.gather(*(_await(stream) for _ in range(CONCURRENT)))
+        marker.record(stream)
+        results = await asyncio.gather(*(_await(stream) for _ in range(CONCURRENT)))
+        assert marker.query(), "an await returned before the kernel queued before it had finished"
+        return results
 
-    assert len(asyncio.run(main())) == CONCURRENT and stream.query() and aio.pending() == 0
+    assert len(asyncio.run(main())) == CONCURRENT and aio.pending() == 0
+    marker.close()
 
 
 def test_cancelling_an_await_leaves_nothing_dangling(spin: rawcuda.Function, stream: Stream) -> None:

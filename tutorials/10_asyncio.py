@@ -119,8 +119,14 @@ def main(t: Tutorial) -> None:
 
     async def one(i: int) -> bool:
         busy(float(durations[i]), streams[i])
+        marker = Event(timing=False).record(streams[i])
         await streams[i]
-        return streams[i].query()  # done by the time the await returns?
+        # The kernel (and the marker after it) must be done when the await returns. The stream itself may
+        # still be busy for a moment: the host function that woke us up is part of it and may not have
+        # returned yet -- so ask the marker, not stream.query().
+        finished = marker.query()
+        marker.close()
+        return finished
 
     async def all_of_them() -> list[bool]:
         return await asyncio.gather(*(one(i) for i in range(CONCURRENT)))
