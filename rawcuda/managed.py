@@ -8,6 +8,24 @@ range will be used.
 
 A correction to the seed article: unified memory is not switched on by a context flag (``SCHED_AUTO``
 only chooses how the host thread waits); it is this separate allocation call.
+
+The seed also says unified memory costs memory-bound kernels 30-50%. One percentage cannot describe it,
+because the cost depends on where the pages are when the kernel runs: on the first touch after the host
+wrote them, each page faults and migrates over the host link, so the kernel is limited by that link and
+the fault handling, not by the GPU's memory; once they are on the GPU -- after a first run, or after
+``prefetch()`` -- the kernel reads local memory like any DeviceBuffer. ``bench/unified_memory.py``
+measures each case against explicit buffers; tutorial 11 walks through them.
+
+**Host access while kernels run.** On devices with ``CONCURRENT_MANAGED_ACCESS`` (Pascal and later on
+Linux, e.g. every H100/H200) the host may touch managed memory at any time (reading what a running kernel
+writes is a race, but not a crash). Without it (Windows and WSL, GPUs older than Pascal) *any*
+host access to managed memory while *any* kernel of the context runs is a segmentation fault -- the whole
+process dies, no exception. rawcuda cannot intercept numpy's accesses, so on such devices ``.array``
+synchronizes the context before handing out the view. Why synchronize rather than raise "work pending"?
+The driver has no cheap, context-wide "is anything running?" query that covers every stream (a stream
+query sees one stream; only cuCtxSynchronize covers all), and waiting turns the common pattern -- launch,
+then read ``buf.array`` -- into a correct program instead of an error. The remaining hole is a view kept
+*across* a later launch: on such devices, ask ``buf.array`` again after each launch instead of keeping it.
 """
 
 from __future__ import annotations
@@ -20,7 +38,7 @@ import numpy as np
 from .checked import cu
 from .context import Context
 from .device import Device
-from .ffi.constants import MemAdvise, MemAttachFlag, MemLocationType
+from .ffi.constants import DeviceAttribute, MemAdvise, MemAttachFlag, MemLocationType
 from .ffi.types import CUmemLocation
 from .hostmem import host_view
 from .memory import DeviceBuffer
@@ -46,6 +64,8 @@ def location(where: Device | str | int) -> CUmemLocation:
 class ManagedBuffer(DeviceBuffer):
     """Managed memory: a DeviceBuffer for kernels, with a numpy view (``.array``) for the host."""
 
+    _concurrent_access: bool | None = None  # CONCURRENT_MANAGED_ACCESS of the device, asked once
+
     def _allocate(self, ctx: Context, nbytes: int) -> int:
         if nbytes == 0:
             return 0
@@ -59,11 +79,26 @@ class ManagedBuffer(DeviceBuffer):
         self._raw, self._array = host_view(ptr, self.nbytes, self.shape, self.dtype, self.context, _free_managed)
 
     @property
+    def concurrent_access(self) -> bool:
+        """True when the host may touch managed memory while kernels run (CONCURRENT_MANAGED_ACCESS)."""
+        if self._concurrent_access is None:
+            device = self.context.device
+            self._concurrent_access = bool(device.attribute(DeviceAttribute.CONCURRENT_MANAGED_ACCESS))
+        return self._concurrent_access
+
+    @property
     def array(self) -> np.ndarray:
-        """The host's view of the memory. Synchronize before reading what a kernel wrote."""
+        """The host's view of the memory.
+
+        With concurrent managed access (H100/H200 on Linux) this returns at once: synchronize before
+        reading what a kernel wrote. Without it, host access during a kernel would crash the process, so
+        the context is synchronized first (see the module docstring) -- ask again after each launch.
+        """
         self._check_open()
         if self.nbytes == 0:
             return np.empty(self.shape, self.dtype)
+        if not self.concurrent_access:
+            self.context.synchronize()
         return self._array
 
     def prefetch(self, to: Device | str | int, stream: Stream | None = None) -> None:

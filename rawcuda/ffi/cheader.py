@@ -9,6 +9,10 @@ those old prototypes too. So this module runs a small preprocessor first (condit
 
 No compiler is needed, so the check runs anywhere the header is. (Struct layouts, which need real
 alignment rules, are checked with a C compiler by :mod:`rawcuda.ffi.headercheck` when one exists.)
+
+The same reader also takes NVRTC's ``nvrtc.h`` (``parse(path, prototype=NVRTC_PROTOTYPE)``): a plainer
+header, whose functions return ``nvrtcResult`` (or, for ``nvrtcGetErrorString``, ``const char *``) and
+may carry a deprecation attribute in front. Only the pattern that recognises a prototype differs.
 """
 
 from __future__ import annotations
@@ -90,6 +94,7 @@ class Header:
     enumerators: dict[str, int] = field(default_factory=dict)
     struct_tags: set[str] = field(default_factory=set)
     function_pointer_types: set[str] = field(default_factory=set)
+    returns: dict[str, str] = field(default_factory=dict)  # function name -> its return type, as text
 
     # --- names and symbols
     def symbol_for(self, name: str) -> str:
@@ -153,7 +158,9 @@ class Header:
         if base in _BUILTIN_SIZES:
             kind, size, signed = _BUILTIN_SIZES[base]
             return CType(kind, size, signed, base)
-        m = re.fullmatch(r"(struct|union|enum)\s+(\w+)", base)
+        # A tag is a name, or the placeholder "<anonymous enum>" for `typedef enum { ... } name;` (nvrtc.h
+        # declares nvrtcResult that way; the table never names an anonymous cuda.h type).
+        m = re.fullmatch(r"(struct|union|enum)\s+(\w+|<anonymous \w+>)", base)
         if m:
             if m.group(1) == "enum":
                 return CType("enum", ENUM_SIZE, True, m.group(2))
@@ -199,6 +206,15 @@ def _eval_int(expr: str, header: Header) -> int:
     return int(eval(expr, {"__builtins__": {}}, {}))  # by now: digits and operators only
 
 
+def _eval_condition(expr: str, header: Header) -> int:
+    """An ``#if``/``#elif`` condition. Compiler built-ins called like functions (``__has_attribute(x)``,
+    which nvrtc.h-style headers may test) count as 0 -- "not available" -- as for an unknown identifier."""
+    expr = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
+                  lambda m: "1" if (m.group(1) or m.group(2)) in header.defines else "0", expr)
+    expr = re.sub(r"\b[A-Za-z_]\w*\s*\([^()]*\)", "0", expr)
+    return _eval_int(expr, header)
+
+
 def preprocess(text: str, header: Header) -> str:
     """Evaluate conditionals, record ``#define``s, and return the active non-directive text."""
     text = _strip_comments(text.replace("\\\n", " "))
@@ -218,14 +234,14 @@ def preprocess(text: str, header: Header) -> str:
         parent = all(a for a, _ in stack)
         if directive in ("if", "ifdef", "ifndef"):
             if directive == "if":
-                cond = parent and bool(_eval_int(rest, header))
+                cond = parent and bool(_eval_condition(rest, header))
             else:
                 cond = parent and ((rest.split()[0] in header.defines) == (directive == "ifdef"))
             stack.append((cond, cond))
         elif directive == "elif":
             _, taken = stack.pop()
             outer = all(a for a, _ in stack)
-            cond = outer and not taken and bool(_eval_int(rest, header))
+            cond = outer and not taken and bool(_eval_condition(rest, header))
             stack.append((cond, taken or cond))
         elif directive == "else":
             _, taken = stack.pop()
@@ -264,7 +280,16 @@ def _statements(text: str) -> list[str]:
     return parts
 
 
-_PROTOTYPE = re.compile(r"^(?:__CUDA_DEPRECATED\s+)?CUresult\s+CUDAAPI\s+(\w+)\s*\((.*)\)$", re.S)
+#: A cuda.h prototype: ``CUresult CUDAAPI cuName(params)``. The named groups are what the parser reads:
+#: ``name``, ``params`` and, when the pattern has it, ``ret`` (the return type; else CUresult).
+_PROTOTYPE = re.compile(r"^(?:__CUDA_DEPRECATED\s+)?CUresult\s+CUDAAPI\s+(?P<name>\w+)\s*\((?P<params>.*)\)$", re.S)
+CUDA_PROTOTYPE = _PROTOTYPE
+
+#: An nvrtc.h prototype: ``nvrtcResult nvrtcName(params)`` or ``const char *nvrtcGetErrorString(...)``.
+#: Anything before the return type (``__DEPRECATED__("...")`` expands to an attribute) is skipped.
+NVRTC_PROTOTYPE = re.compile(
+    r"^(?:.*?\s)?(?P<ret>nvrtcResult|const\s+char\s*\*)\s*(?P<name>nvrtc\w+)\s*\((?P<params>.*)\)$", re.S
+)
 
 
 def _parse_enum_body(tag: str, body: str, header: Header) -> None:
@@ -282,12 +307,14 @@ def _parse_enum_body(tag: str, body: str, header: Header) -> None:
     header.enum_members[tag] = members
 
 
-def _parse_statement(stmt: str, header: Header) -> None:
+def _parse_statement(stmt: str, header: Header, prototype: re.Pattern[str] = _PROTOTYPE) -> None:
     from .table.decl import split_params  # the same splitter the table uses
 
-    m = _PROTOTYPE.match(stmt)
+    m = prototype.match(stmt)
     if m:
-        header.prototypes[m.group(1)] = split_params(m.group(2))
+        header.prototypes[m.group("name")] = split_params(m.group("params"))
+        ret = m.groupdict().get("ret")
+        header.returns[m.group("name")] = " ".join(ret.split()) if ret else "CUresult"
         return
     stmt = stmt.replace("__CUDA_DEPRECATED", "").strip()
     is_typedef = stmt.startswith("typedef ")
@@ -319,8 +346,8 @@ def _parse_statement(stmt: str, header: Header) -> None:
         header.typedefs[m.group(2)] = aliased
 
 
-def parse(path: str = DEFAULT_HEADER) -> Header:
-    """Preprocess and parse cuda.h at ``path``."""
+def parse(path: str = DEFAULT_HEADER, prototype: re.Pattern[str] = _PROTOTYPE) -> Header:
+    """Preprocess and parse cuda.h at ``path`` (or nvrtc.h, with ``prototype=NVRTC_PROTOTYPE``)."""
     with open(path, encoding="utf-8", errors="replace") as f:
         text = f.read()
     header = Header(path=path, defines=dict(PREDEFINED))
@@ -328,5 +355,5 @@ def parse(path: str = DEFAULT_HEADER) -> Header:
     active = re.sub(r'extern\s+"C"\s*\{', " ", active)  # C++ only; inactive for C, but be safe
     for stmt in _statements(active):
         if stmt:
-            _parse_statement(stmt, header)
+            _parse_statement(stmt, header, prototype)
     return header

@@ -13,6 +13,10 @@ holds every code the header declares. With a C compiler, :func:`struct_layout_pr
 each ctypes ``Structure``'s size and field offsets with what the compiler lays out.
 
 Run it: ``python -m rawcuda.ffi.headercheck [path/to/cuda.h]``.
+
+NVRTC's table (:mod:`rawcuda.ffi.nvrtc_table`) gets the same proof against nvrtc.h, plus a check of each
+function's *return* type (``nvrtcGetErrorString`` returns ``const char *``, not a result code, so its
+ctypes ``restype`` must be a pointer): ``python -m rawcuda.ffi.headercheck --nvrtc [path/to/nvrtc.h]``.
 """
 
 from __future__ import annotations
@@ -225,8 +229,64 @@ def struct_layout_problems(
             if actual.get(key) != value]
 
 
+# --- NVRTC: the same proof for nvrtc.h -------------------------------------------------------------------
+def check_return(decl: Any, header: Header) -> list[str]:
+    """The row's return type against the header's, and its ctypes ``restype`` against that C type."""
+    declared = header.returns.get(decl.name)
+    if declared is None:
+        return []  # not declared at all: check_decl already says so
+    where = f"{decl.name} [{decl.symbol}]"
+    problems = []
+    if _tokens(declared) != _tokens(decl.returns):
+        problems.append(f"{where}: returns {decl.returns} in the table, {declared} in {header.path}")
+    why = _compatible(header.resolve(declared), describe_ctypes(decl.restype), header)
+    if why:
+        problems.append(f"{where}: return type: {why}")
+    return problems
+
+
+def check_nvrtc(header: Header, table: Iterable[Any] | None = None,
+                results: type | None = None) -> list[str]:
+    """Every NVRTC table row (arguments and return type) and every nvrtcResult code against nvrtc.h."""
+    from . import nvrtc_table
+
+    problems: list[str] = []
+    for decl in table if table is not None else nvrtc_table.TABLE.values():
+        problems += check_decl(decl, header) + check_return(decl, header)
+    cls = results if results is not None else nvrtc_table.NvrtcResult
+    prefix = nvrtc_table.RESULT_PREFIX
+    for name, member in cls.__members__.items():
+        value = header.enumerators.get(prefix + name)
+        if value is None:
+            if name not in nvrtc_table.NEWER_RESULTS:
+                problems.append(f"{cls.__name__}.{name}: {prefix}{name} is not in {header.path}")
+        elif value != int(member):
+            problems.append(f"{cls.__name__}.{name}: nvrtc.h says {prefix}{name} = {value}, rawcuda {int(member)}")
+    # nvrtcResult is an anonymous enum, so its members are found by their prefix: every error code and SUCCESS.
+    codes = {n: v for n, v in header.enumerators.items() if n.startswith(prefix + "ERROR_") or n == prefix + "SUCCESS"}
+    for c_name in sorted(set(codes) - {prefix + n for n in cls.__members__}):
+        problems.append(f"{cls.__name__}: nvrtc.h declares {c_name} = {codes[c_name]}, missing from rawcuda's table")
+    return problems
+
+
+def main_nvrtc(path: str) -> int:
+    from . import nvrtc_table
+
+    header = cheader.parse(path, prototype=cheader.NVRTC_PROTOTYPE)
+    problems = check_nvrtc(header)
+    print(f"{path}: {len(nvrtc_table.TABLE)} NVRTC functions, {len(nvrtc_table.NvrtcResult)} result codes checked")
+    for p in problems:
+        print("MISMATCH", p)
+    print("OK" if not problems else f"{len(problems)} mismatches")
+    return 1 if problems else 0
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv and argv[0] == "--nvrtc":
+        from .nvrtc_table import DEFAULT_HEADER as NVRTC_HEADER
+
+        return main_nvrtc(argv[1] if len(argv) > 1 else NVRTC_HEADER)
     path = argv[0] if argv else cheader.DEFAULT_HEADER
     header = cheader.parse(path)
     problems = check_table(header) + check_constants(header)
@@ -248,4 +308,5 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["check_constants", "check_decl", "check_table", "constants", "describe_ctypes", "struct_layout_problems"]
+__all__ = ["check_constants", "check_decl", "check_nvrtc", "check_return", "check_table", "constants",
+           "describe_ctypes", "struct_layout_problems"]
