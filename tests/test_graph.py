@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from conftest import run_python
 
-from rawcuda import aio, graph
+from rawcuda import aio, graph, graphexec
 from rawcuda.errors import CudaError, StreamCaptureError
 from rawcuda.ffi import cheader, headercheck
 from rawcuda.ffi.constants import GraphExecUpdateResult
@@ -55,8 +55,8 @@ def test_node_types_match_cuda_h() -> None:
 
 
 def test_every_update_result_is_explained() -> None:
-    assert set(graph.UPDATE_REASONS) == set(GraphExecUpdateResult)
-    assert all(len(text) > 15 for text in graph.UPDATE_REASONS.values())
+    assert set(graphexec.UPDATE_REASONS) == set(GraphExecUpdateResult)
+    assert all(len(text) > 15 for text in graphexec.UPDATE_REASONS.values())
 
 
 @pytest.mark.parametrize("legacy", [None, 0, 1])

@@ -257,6 +257,26 @@ class GraphExecUpdateResult(IntEnum):
     ERROR_ATTRIBUTES_CHANGED = 0x8
 
 
+@c_enum("CUgraphNodeType", "CU_GRAPH_NODE_TYPE_")
+class GraphNodeType(IntEnum):
+    """What a graph node does (cuGraphNodeGetType)."""
+
+    KERNEL = 0
+    MEMCPY = 1
+    MEMSET = 2
+    HOST = 3
+    GRAPH = 4
+    EMPTY = 5
+    WAIT_EVENT = 6
+    EVENT_RECORD = 7
+    EXT_SEMAS_SIGNAL = 8
+    EXT_SEMAS_WAIT = 9
+    MEM_ALLOC = 10
+    MEM_FREE = 11
+    BATCH_MEM_OP = 12
+    CONDITIONAL = 13
+
+
 @c_enum("CUlaunchAttributeID", "CU_LAUNCH_ATTRIBUTE_")
 class LaunchAttributeID(IntEnum):
     IGNORE = 0

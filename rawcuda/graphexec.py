@@ -1,0 +1,195 @@
+"""Layer 2: executable graphs -- replay a recorded graph with one call, and change it without rebuilding.
+
+``graph.instantiate()`` turns a :class:`~rawcuda.graph.Graph` into a ``GraphExec``: the driver validates and
+lays out every node once, so that each ``launch(stream)`` submits all of the graph's work with a single
+``cuGraphLaunch``. Two ways to change what it computes without paying for a new instantiation:
+
+* ``exec.set_kernel_args(node, *args)`` -- one kernel node's arguments (``cuGraphExecKernelNodeSetParams``);
+* ``exec.update(graph2)`` -- every node's parameters from a graph of the same shape (``cuGraphExecUpdate``),
+  with a :class:`~rawcuda.errors.GraphError` that names the driver's reason when the shapes differ.
+
+A replay reads the buffers a graph was given *now*: a buffer closed while an executable graph still uses it
+would be a use-after-free on the GPU, so ``launch`` refuses to run once one was closed.
+"""
+
+from __future__ import annotations
+
+from ctypes import byref, c_void_p
+from typing import Any
+
+from . import checked
+from .checked import cu
+from .context import SYNC_LAUNCHES, _tls
+from .errors import ClosedError, CudaError, GraphError
+from .ffi.constants import GraphExecUpdateResult, GraphInstantiateFlag
+from .ffi.types import CUgraphExecUpdateResultInfo
+from .function import Function
+from .graph import Graph, KernelNode, _node_params
+from .memory import DeviceBuffer
+from .resource import Resource, close_generation
+from .stream import Stream, stream_handle
+
+#: Why cuGraphExecUpdate refused, in words, for every CUgraphExecUpdateResult.
+UPDATE_REASONS: dict[GraphExecUpdateResult, str] = {
+    GraphExecUpdateResult.SUCCESS: "the update succeeded",
+    GraphExecUpdateResult.ERROR: "the driver refused the update without naming a reason (an invalid argument?)",
+    GraphExecUpdateResult.ERROR_TOPOLOGY_CHANGED: (
+        "the new graph has a different number of nodes or different edges: only parameters can be updated, "
+        "so instantiate the new graph instead"
+    ),
+    GraphExecUpdateResult.ERROR_NODE_TYPE_CHANGED: "a node changed its type (e.g. a kernel became a memcpy)",
+    GraphExecUpdateResult.ERROR_FUNCTION_CHANGED: "a kernel node runs a different function",
+    GraphExecUpdateResult.ERROR_PARAMETERS_CHANGED: (
+        "a node's parameters changed in a way that cannot be updated (e.g. a copy between other memory types "
+        "or contexts)"
+    ),
+    GraphExecUpdateResult.ERROR_NOT_SUPPORTED: "a node's type or configuration does not support updates",
+    GraphExecUpdateResult.ERROR_UNSUPPORTED_FUNCTION_CHANGE: (
+        "a kernel node's function changed in an unsupported way (another context, or dynamic parallelism)"
+    ),
+    GraphExecUpdateResult.ERROR_ATTRIBUTES_CHANGED: "a node's attributes (e.g. its priority) changed",
+}
+
+# The argtypes-free binding of cuGraphLaunch (a slot, so that tracing can swap a traced wrapper in).
+_graph_launch: list[Any] = checked.hot_slot("cuGraphLaunch")
+
+
+def _destroy_exec(handle: int) -> None:
+    cu.cuGraphExecDestroy(handle)
+
+
+class GraphExec(Resource):
+    """An instantiated graph: ``exec.launch(stream)`` replays all of its work with one driver call.
+
+    It keeps the :class:`Graph` it was made from alive (its nodes identify what ``set_kernel_args``
+    changes, and its arguments are what the replays use).
+    """
+
+    _close_rank = -30  # before the graphs they were made from
+
+    def __init__(self, graph: Graph, flags: GraphInstantiateFlag = GraphInstantiateFlag.NONE) -> None:
+        source = graph._ready()
+        ctx = graph.context
+        ctx.activate()
+        handle = c_void_p()
+        cu.cuGraphInstantiate(byref(handle), source, int(flags))
+        super().__init__(ctx)
+        self._handle: int = handle.value or 0
+        self._own(_destroy_exec, self._handle)
+        self._c_handle = c_void_p(self._handle)
+        self.graph = graph
+        self._params_from = graph  # the graph whose node parameters are in effect (changed by update())
+        self._node_args: dict[int, tuple[Any, ...]] = {}  # node handle -> arguments set by set_kernel_args
+        self._generation = -1  # close_generation when the arguments were last known to be open
+
+    @property
+    def handle(self) -> int:
+        self._check_open()
+        return self._handle
+
+    def launch(self, stream: Stream | None = None) -> None:
+        """Queue one replay of the whole graph on ``stream`` (the legacy default stream for None)."""
+        if self._closed:
+            self._check_open()
+        if self._generation != close_generation[0]:
+            self._check_arguments_open()
+            self._generation = close_generation[0]
+        h_stream = stream_handle(stream, self.context)
+        ctx = self.context
+        if ctx._unusable is not None or _tls.handle != ctx._handle:
+            ctx.activate()
+        call = (self._c_handle, c_void_p(h_stream))
+        rc = _graph_launch[0](*call)
+        if rc:
+            checked.raise_for(rc, "cuGraphLaunch", call)
+        if SYNC_LAUNCHES:
+            ctx.synchronize()
+
+    def upload(self, stream: Stream | None = None) -> None:
+        """Copy the graph's launch data to the GPU now, so the first ``launch`` is as cheap as the later ones."""
+        self._check_open()
+        self.context.activate()
+        cu.cuGraphUpload(self._handle, stream_handle(stream, self.context))
+
+    def kernel_nodes(self) -> list[KernelNode]:
+        """The kernel nodes of the graph this was made from, in dependency order (see Graph.kernel_nodes)."""
+        return self.graph.kernel_nodes()
+
+    def set_kernel_args(self, node: KernelNode, *args: Any) -> None:
+        """Replace one kernel node's arguments in this executable graph (future launches only).
+
+        ``node`` is a node of the graph this was instantiated from. The grid, block and shared memory
+        stay; the arguments are checked against the kernel's signature like a launch's.
+        """
+        self._check_open()
+        if not isinstance(node, KernelNode) or node.graph is not self.graph:
+            raise ValueError(f"{node!r} is not a kernel node of {self.graph!r}, the graph this was instantiated "
+                             "from (take it from exec.kernel_nodes())")
+        fn = node._require_function()
+        packed = fn._packer.pack(args)
+        params = _node_params(fn, (*node.grid, *node.block, node.shared_mem), packed)
+        self.context.activate()
+        cu.cuGraphExecKernelNodeSetParams(self._handle, node.handle, byref(params))
+        self._node_args[node._handle] = (args, packed)  # the buffers must outlive the replays that use them
+        self._generation = -1
+
+    def update(self, graph: Graph) -> None:
+        """Take every node's parameters from ``graph``, which must have the same shape (cuGraphExecUpdate).
+
+        Cheaper than instantiating ``graph``. Raises :class:`GraphError` naming the driver's reason when the
+        graphs differ in more than parameters (the executable graph is then unchanged).
+        """
+        self._check_open()
+        source = graph._ready()
+        if graph.context._handle != self.context._handle:
+            raise ValueError(f"{graph!r} belongs to another context than {self!r}")
+        info = CUgraphExecUpdateResultInfo()
+        self.context.activate()
+        try:
+            cu.cuGraphExecUpdate(self._handle, source, byref(info))
+        except CudaError as exc:
+            if info.result == GraphExecUpdateResult.SUCCESS:
+                raise
+            raise _update_error(exc, info, graph) from None
+        self._params_from = graph
+        self._node_args.clear()  # every node now has the new graph's parameters
+        self._generation = -1
+
+    def _check_arguments_open(self) -> None:
+        """Refuse to replay a graph whose buffers (or kernels) were closed: the GPU would use freed memory."""
+        pending: list[Any] = [self.graph._held, self._params_from._held, list(self._node_args.values())]
+        while pending:  # the held items nest: (function, args, packed) tuples inside lists
+            item = pending.pop()
+            if isinstance(item, tuple | list):
+                pending.extend(item)
+            elif isinstance(item, DeviceBuffer | Function) and item.closed:
+                raise ClosedError(f"{item!r} was closed, but {self!r} still uses it: replaying would touch freed "
+                                  "memory; give the graph new arguments (set_kernel_args / update) first")
+
+    def __repr__(self) -> str:
+        state = " closed" if self._closed else ""
+        return f"<GraphExec {self._handle:#x} of {self.graph!r}{state}>"
+
+
+def _update_error(exc: CudaError, info: CUgraphExecUpdateResultInfo, graph: Graph) -> GraphError:
+    try:
+        result: GraphExecUpdateResult | int = GraphExecUpdateResult(info.result)
+        reason = f"CU_GRAPH_EXEC_UPDATE_{result.name}: {UPDATE_REASONS[result]}"
+    except ValueError:
+        reason = f"CUgraphExecUpdateResult {info.result} (unknown to rawcuda's table)"
+    details = [f"reason: {reason}"]
+    for label, handle in (("at node", info.errorNode), ("dependency", info.errorFromNode)):
+        if handle:
+            details.append(f"{label}: {_describe_node(graph, handle)}")
+    return GraphError(exc.code, call=exc.call, symbol=exc.symbol, arguments=exc.arguments,
+                      description=exc.description, details=[*exc.details, *details])
+
+
+def _describe_node(graph: Graph, handle: int) -> str:
+    try:
+        return repr(graph._node(handle))
+    except CudaError:
+        return f"{handle:#x}"
+
+
+__all__ = ["UPDATE_REASONS", "GraphExec"]
