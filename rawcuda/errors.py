@@ -114,7 +114,8 @@ HINTS: dict[int, str] = {
     ),
     R.ERROR_STREAM_CAPTURE_UNSUPPORTED: (
         "not allowed while a stream is being captured into a graph: no synchronous copies, no "
-        "synchronize, no legacy-stream work; use async calls on the capturing stream"
+        "synchronize, no legacy-stream work -- rawcuda calls without stream= (copy_from, to_array, fill, "
+        "launch) synchronize the context, so pass stream=<the capturing stream> to record them instead"
     ),
     R.ERROR_STREAM_CAPTURE_INVALIDATED: (
         "an earlier illegal call invalidated the capture: end it, discard the graph and capture again"

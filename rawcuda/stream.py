@@ -30,8 +30,16 @@ from .errors import NotReadyError
 from .ffi.constants import EventFlag, EventWaitFlag, StreamCaptureMode, StreamFlag
 from .resource import Resource
 
+_SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
 
-def _destroy_stream(handle: int) -> None:
+
+def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
+    # The marker events are the stream's too: destroy them with it (a pending one is released by the
+    # driver once it completes), so that even a stream that is garbage-collected leaks nothing.
+    for marker in [*spare_markers, *(m for m, _ in held)]:
+        cu.cuEventDestroy(marker)
+    spare_markers.clear()
+    held.clear()
     cu.cuStreamDestroy(handle)
 
 
@@ -59,8 +67,9 @@ class Stream(Resource):
         else:
             cu.cuStreamCreateWithPriority(byref(handle), int(flags), priority)
         self._handle: int = handle.value or 0
-        self._own(_destroy_stream, self._handle)
         self._held: collections.deque[tuple[int, Any]] = collections.deque()
+        self._spare_markers: list[int] = []  # completed marker events, kept for the next keep_alive
+        self._own(_destroy_stream, self._handle, self._spare_markers, self._held)
 
     @property
     def handle(self) -> int:
@@ -135,10 +144,14 @@ class Stream(Resource):
             self._capturing.keep_alive(obj)
             return
         self.context.activate()
-        marker = c_void_p()
-        cu.cuEventCreate(byref(marker), EventFlag.DISABLE_TIMING)
-        cu.cuEventRecord(marker.value, self._handle)
-        self._held.append((marker.value or 0, obj))
+        if self._spare_markers:
+            marker = self._spare_markers.pop()  # reuse: creating an event per async copy costs microseconds
+        else:
+            created = c_void_p()
+            cu.cuEventCreate(byref(created), EventFlag.DISABLE_TIMING)
+            marker = created.value or 0
+        cu.cuEventRecord(marker, self._handle)
+        self._held.append((marker, obj))
         self._release_held(all_done=False)
 
     def _release_held(self, *, all_done: bool) -> None:
@@ -150,7 +163,14 @@ class Stream(Resource):
                 except NotReadyError:
                     return
             self._held.popleft()
-            cu.cuEventDestroy(marker)
+            if len(self._spare_markers) < _SPARE_MARKERS:
+                self._spare_markers.append(marker)
+            else:
+                cu.cuEventDestroy(marker)
+
+    def _destroy_spare_markers(self) -> None:
+        while self._spare_markers:
+            cu.cuEventDestroy(self._spare_markers.pop())
 
     def close(self) -> None:
         """Wait for the stream's work (host objects it reads may be freed after), then destroy it."""
