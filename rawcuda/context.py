@@ -125,13 +125,13 @@ class Context:
         if self._poison is not None:
             raise ContextPoisonedError(
                 self._poison.code,
-                call="(rawcuda)",
                 description="this context was poisoned by an earlier sticky error and can no longer be used",
                 details=[f"poisoned by: {str(self._poison).splitlines()[0]}",
                          f"last kernel launched in it: {_describe_launch(self.last_launch)}",
                          "start a new process; run with RAWCUDA_SYNC_LAUNCHES=1 to catch the faulting launch"],
             )
-        raise ClosedError(f"{self!r} is closed: {self._unusable}")
+        raise ClosedError(f"{self!r} is closed: {self._unusable}; create a new context (Context.primary() or "
+                          "Context.create()) and the objects you need in it")
 
     def __enter__(self) -> Context:
         self.check_usable()

@@ -215,10 +215,11 @@ class CudaError(RawCudaError):
             return None
 
     def _message(self) -> str:
-        where = self.call or "a CUDA driver call"
-        if self.symbol and self.symbol != self.call:
-            where += f" [{self.symbol}]"
-        head = f"{where}({self.arguments}) failed: {self.name} ({self.code}): {self.description}"
+        if self.call:
+            where = self.call + (f" [{self.symbol}]" if self.symbol and self.symbol != self.call else "")
+            head = f"{where}({self.arguments}) failed: {self.name} ({self.code}): {self.description}"
+        else:  # raised by rawcuda itself, not returned by a call (e.g. a poisoned context)
+            head = f"{self.name} ({self.code}): {self.description}"
         lines = [head, *("  " + d for d in self.details)]
         if self.hint:
             lines.append("  hint: " + self.hint)

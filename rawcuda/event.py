@@ -91,7 +91,8 @@ class Event(Resource):
                 raise ValueError(f"{event!r} was created with timing=False: it cannot be timed; "
                                  "create it with Event(timing=True)")
         if end.context._handle != self.context._handle:
-            raise ValueError("the two events belong to different contexts and cannot be timed against each other")
+            raise ValueError("the two events belong to different contexts and cannot be timed against each other: "
+                             "record both in the same context")
         end.synchronize()
         ms = c_float()
         cu.cuEventElapsedTime(byref(ms), self._handle, end._handle)

@@ -33,7 +33,6 @@ from .stream import Stream, stream_handle
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
-_EQUAL_TO_INTS = frozenset({float, bool})  # types whose values compare (and hash) equal to ints: not dims
 
 # The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch; a
 # slot rather than the function itself, so that tracing can swap a traced wrapper in and out).
@@ -57,7 +56,7 @@ class Function:
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ... and their ctypes driver arguments
         self._generation = close_generation[0]
         self._limit_cache: dict[str, Any] | None = None
-        self._packer = ArgPacker(name, self.params)
+        self._packer = ArgPacker(name, self.params, module.context)
         self._same = same_objects(len(self.params))
         self._packed: Packed = (None, None, -1, [])  # the latest packed arguments (see ArgPacker)
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
@@ -69,7 +68,8 @@ class Function:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise ClosedError(f"kernel {self.name!r} belongs to {self.module!r}, which is closed")
+            raise ClosedError(f"kernel {self.name!r} belongs to {self.module!r}, which is closed: load the module "
+                              "again (Module(...).function(name)) to launch it")
 
     @property
     def handle(self) -> int:
@@ -128,9 +128,8 @@ class Function:
         key = (grid, block, shared_mem, stream)
         prepared = self._prepared.get(key)
         generation = close_generation[0]
-        if (prepared is None or self._generation != generation or grid.__class__ in _EQUAL_TO_INTS
-                or block.__class__ in _EQUAL_TO_INTS):
-            prepared = self._prepare(grid, block, shared_mem, stream)  # 1.0 == True == 1: re-check, don't hit
+        if prepared is None or self._generation != generation:
+            prepared = self._prepare(grid, block, shared_mem, stream)
         packed = self._packed
         same = packed[0]
         if same is None or packed[2] != generation or len(args) != len(same) or not self._same(args, same):
@@ -160,7 +159,6 @@ class Function:
         if self._generation != close_generation[0]:
             self._prepared.clear()  # something was closed: a cached stream handle might be stale
             self._generation = close_generation[0]
-        _dims("grid", grid), _dims("block", block)  # types first: (1.0, 256) would find (1, 256) in the cache
         config = self._configs.get((grid, block, shared_mem))
         if config is None:
             config = self._configure(grid, block, shared_mem)
@@ -187,7 +185,7 @@ class Function:
             if n > limits["grid"][axis]:
                 raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
         self._configure_shared(shared_mem, limits)
-        config = (*g, *b, shared_mem)
+        config = (*g, *b, int(shared_mem))
         if len(self._configs) < _MAX_CONFIGS:
             self._configs[(grid, block, shared_mem)] = config
         return config
@@ -205,8 +203,9 @@ class Function:
         return self._limit_cache
 
     def _configure_shared(self, shared_mem: int, limits: dict[str, Any]) -> None:
-        if isinstance(shared_mem, bool) or not isinstance(shared_mem, int) or shared_mem < 0:
+        if _integral(shared_mem) is None or shared_mem < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, got {shared_mem!r}")
+        shared_mem = int(shared_mem)
         static, optin = limits["static_shared"], limits["optin_shared"]
         if static + shared_mem > optin:
             raise ValueError(f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
@@ -266,12 +265,27 @@ class BoundLaunch:
         self._bind()
 
 
+def _integral(value: Any) -> int | None:
+    """``value`` as an int if it is a number equal to one (3, np.int64(3), 3.0, True), else None.
+
+    Why accept 3.0? Launch configurations are cached by value, and 3.0 == 3 (with the same hash) in Python:
+    a cache keyed by value cannot tell them apart, so the rule must not either. A number that is not a
+    whole number (1.5) is refused; so is anything that is not a number ("8", None).
+    """
+    if isinstance(value, int | np.integer):
+        return int(value)
+    if isinstance(value, float | np.floating) and float(value).is_integer():
+        return int(value)
+    return None
+
+
 def _dims(what: str, value: Any) -> tuple[int, int, int]:
+    """(x, y, z) from an int or a tuple of 1 to 3 whole numbers."""
     dims = tuple(value) if isinstance(value, tuple | list) else (value,)
-    if not 1 <= len(dims) <= 3 or any(isinstance(d, bool) or not isinstance(d, int | np.integer) for d in dims):
+    whole = [_integral(d) for d in dims]
+    if not 1 <= len(dims) <= 3 or any(d is None for d in whole):
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    dims = tuple(int(d) for d in dims)
-    if any(d < 1 for d in dims):
+    if any(d < 1 for d in whole):  # type: ignore[operator]
         raise ValueError(f"every {what} dimension must be >= 1, got {value!r} (a launch of zero threads does nothing; "
                          "skip the launch instead)")
-    return (*dims, *(1,) * (3 - len(dims)))  # type: ignore[return-value]
+    return (*whole, *(1,) * (3 - len(whole)))  # type: ignore[return-value]

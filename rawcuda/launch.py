@@ -93,7 +93,7 @@ def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
     return value
 
 
-def _int_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bool]:
     low, high = _INT_BOUNDS[spec.size]
     mask = (1 << (8 * spec.size)) - 1
     pointer_sized = spec.size == 8
@@ -107,7 +107,11 @@ def _int_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
             if value._closed:
-                raise ClosedError(f"{value!r} is closed and cannot be passed to a kernel")
+                raise ClosedError(f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
+                                  "(a closed buffer cannot be reopened)")
+            if context is not None and value.context._handle != context._handle:
+                raise ArgumentError(f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
+                                    f"{context!r}: pass a buffer of the same context (or load the module there)")
             slot.value = value._ptr
             return True
         if isinstance(value, np.integer):
@@ -147,11 +151,11 @@ def _float_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
     return put
 
 
-def _word_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
+def _word_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bool]:
     # A parameter known only by its size (cubin/fatbin). Numpy scalars say their type, so their bits are
     # stored as they are; an 8-byte parameter also takes what an 8-byte integer parameter takes
     # (pointers, Python ints), since that is what it almost always is.
-    as_integer = _int_setter(spec) if spec.size == 8 else None
+    as_integer = _int_setter(spec, context) if spec.size == 8 else None
 
     def put(slot: Any, value: Any) -> bool:
         if isinstance(value, np.generic) and not isinstance(value, np.void):
@@ -184,14 +188,14 @@ def _bytes_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
     return put
 
 
-def _slot_and_setter(spec: ParamSpec) -> tuple[Any, Callable[[Any, Any], bool]]:
+def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Callable[[Any, Any], bool]]:
     """The ctypes type holding one argument's value, and the function that checks and stores it."""
     if spec.kind == "int":
-        return _UINT_SLOT[spec.size], _int_setter(spec)
+        return _UINT_SLOT[spec.size], _int_setter(spec, context)
     if spec.kind == "float":
         return _FLOAT_SLOT[spec.size], _float_setter(spec)
     if spec.kind == "word":
-        return _UINT_SLOT[spec.size], _word_setter(spec)
+        return _UINT_SLOT[spec.size], _word_setter(spec, context)
     return ctypes.c_byte * spec.size, _bytes_setter(spec)
 
 
@@ -218,10 +222,11 @@ class ArgPacker:
     objects (see Function.launch).
     """
 
-    def __init__(self, kernel: str, specs: Sequence[ParamSpec]) -> None:
+    def __init__(self, kernel: str, specs: Sequence[ParamSpec], context: Any = None) -> None:
         self.kernel = kernel
         self.specs = tuple(specs)
-        self._makers = [_slot_and_setter(s) for s in self.specs]
+        # With the kernel's context, buffers of another context are refused (their addresses mean nothing here).
+        self._makers = [_slot_and_setter(s, context) for s in self.specs]
 
     def pack(self, args: tuple[Any, ...]) -> Packed:
         if len(args) != len(self._makers):

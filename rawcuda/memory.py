@@ -39,19 +39,25 @@ _CAI_VERSION = 3
 
 def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
     """``5`` -> ``(5,)``; every extent a non-negative int, else a ValueError/TypeError that says which."""
-    dims = (shape,) if isinstance(shape, int | np.integer) else tuple(shape)
+    if isinstance(shape, int | np.integer):
+        dims: tuple[object, ...] = (shape,)
+    elif isinstance(shape, tuple | list):
+        dims = tuple(shape)
+    else:
+        raise TypeError(f"shape {shape!r}: a shape is an int or a tuple of ints, e.g. 1000 or (64, 64)")
     for d in dims:
         if isinstance(d, bool) or not isinstance(d, int | np.integer):
             raise TypeError(f"shape {shape!r}: extents must be integers, got {type(d).__name__}")
         if d < 0:
             raise ValueError(f"shape {shape!r}: extents must be >= 0, got {d}")
-    return tuple(int(d) for d in dims)
+    return tuple(int(d) for d in dims)  # type: ignore[call-overload]
 
 
 def normalize_dtype(dtype: Any) -> np.dtype:
     dt = np.dtype(dtype)
     if dt.hasobject:
-        raise TypeError(f"dtype {dt} holds Python objects, which cannot live in GPU memory")
+        raise TypeError(f"dtype {dt} holds Python objects, which cannot live in GPU memory: use a numeric dtype "
+                        "(np.float32, np.int64 ...) or a structured dtype of numbers")
     return dt
 
 
@@ -153,7 +159,8 @@ class DeviceBuffer(Resource):
         if shape is None:
             remaining = self.nbytes - start
             if remaining % dt.itemsize:
-                raise ValueError(f"the remaining {remaining} bytes are not a whole number of {dt} elements")
+                raise ValueError(f"the remaining {remaining} bytes are not a whole number of {dt} elements: pass "
+                                 f"shape= to view only whole elements")
             shape = remaining // dt.itemsize
         dims = normalize_shape(shape)
         nbytes = math.prod(dims) * dt.itemsize
@@ -267,10 +274,7 @@ class DeviceBuffer(Resource):
     def fill(self, value: Any, stream: Stream | None = None) -> None:
         """Set every element to ``value`` (converted to this dtype; a lossy conversion is a TypeError)."""
         self._check_open()
-        try:
-            element = np.asarray(value).astype(self.dtype, casting="same_kind").reshape(1)
-        except TypeError as exc:
-            raise TypeError(f"cannot fill a {self.dtype} buffer with {value!r}: {exc}") from None
+        element = exact_element(value, self.dtype)
         if element.dtype.itemsize in _MEMSET_BY_SIZE:
             name, bits = _MEMSET_BY_SIZE[element.dtype.itemsize]
             self._set(name, int(element.view(bits)[0]), self.size, stream)
@@ -306,6 +310,40 @@ class DeviceBuffer(Resource):
             "version": _CAI_VERSION,
             "stream": self._cai_stream,
         }
+
+
+def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as one element of ``dtype``, or a TypeError when that would change it.
+
+    numpy's casting rules decide by *type* (an int64 into uint8 is "unsafe" even for 255, and an int into an
+    int32 silently wraps); a fill decides by *value*: 255 fits a uint8, 2**40 does not fit an int32, 1.5 is
+    not an integer, and 1e40 becomes inf in float32. Ordinary rounding (0.1 in float32) is not a change.
+    """
+    def refuse(why: str) -> TypeError:
+        return TypeError(f"cannot fill a {dtype} buffer with {value!r}: {why}")
+
+    if dtype.kind in "iub":
+        if isinstance(value, float | np.floating) or not isinstance(value, int | np.integer | np.bool_):
+            raise refuse(f"{dtype} holds only integers; pass int(value) if you mean to truncate")
+        low, high = (0, 1) if dtype.kind == "b" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+        if not low <= int(value) <= high:
+            raise refuse(f"{dtype} holds the integers {low}..{high}; pass a value in that range")
+        return np.array([int(value)], dtype)
+    if dtype.kind in "fc":
+        if not isinstance(value, int | float | complex | np.number | np.bool_):
+            raise refuse(f"{dtype} holds numbers; pass a number")
+        if dtype.kind == "f" and isinstance(value, complex | np.complexfloating):
+            raise refuse(f"{dtype} holds real numbers; pass value.real if that is what you mean")
+        with np.errstate(over="ignore"):
+            element = np.array([value], dtype)
+        if np.isfinite(complex(value)) and not np.isfinite(element[0]):
+            limit = np.finfo(dtype).max
+            raise refuse(f"{dtype} holds finite magnitudes up to {limit:.4g}; {value!r} would become inf")
+        return element
+    try:
+        return np.asarray(value).astype(dtype, casting="same_kind").reshape(1)
+    except (TypeError, ValueError) as exc:
+        raise refuse(str(exc)) from None
 
 
 def _host_array(obj: Any, action: str) -> np.ndarray:

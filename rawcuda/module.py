@@ -160,6 +160,8 @@ class Module(Resource):
     def function(self, name: str) -> Function:
         """The kernel called ``name`` (cached: asking twice returns the same Function)."""
         self._check_open()
+        if not isinstance(name, str):
+            raise TypeError(f"a kernel name is a str, e.g. module.function('vector_add'), not {type(name).__name__}")
         fn = self._functions.get(name)
         if fn is None:
             fn = self._functions[name] = self._lookup(name)

@@ -369,7 +369,8 @@ def parse(text: str | bytes) -> PtxInfo:
     """
     source = strip_comments(_as_text(text))
     if not source.strip():
-        raise PtxParseError("not PTX: the text is empty")
+        raise PtxParseError("not PTX: the text is empty (or only comments); pass PTX text as nvcc --ptx writes "
+                            "it, or the path of a .ptx file")
     version = _parse_version(source)
     targets = _parse_targets(source)
     address_size = _parse_address_size(source)

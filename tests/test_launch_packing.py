@@ -15,7 +15,7 @@ import pytest
 from rawcuda import ClosedError, ptx
 from rawcuda.function import _dims
 from rawcuda.launch import ArgPacker, ArgumentError, ParamSpec
-from rawcuda.memory import DeviceBuffer
+from rawcuda.memory import DeviceBuffer, exact_element
 from rawcuda.module import image_kind, max_ptx_isa
 
 PTX = """
@@ -129,7 +129,10 @@ def test_objects_with_cuda_array_interface_pass_their_address_and_are_not_cached
 def test_launch_dimensions() -> None:
     assert _dims("grid", 5) == (5, 1, 1) and _dims("grid", (2, 3)) == (2, 3, 1)
     assert _dims("grid", [np.int64(4)]) == (4, 1, 1)
-    for bad in (1.0, True, (1, 2, 3, 4), (), "8"):
+    # Whole numbers of any type are the same dimension (a value-keyed cache cannot tell 2.0 from 2 anyway).
+    assert _dims("grid", 2.0) == _dims("grid", np.float64(2.0)) == _dims("grid", (2,)) == (2, 1, 1)
+    assert _dims("grid", True) == (1, 1, 1)
+    for bad in (1.5, (1, 2.5), (1, 2, 3, 4), (), "8", None):
         with pytest.raises(TypeError, match="int or a tuple of 1 to 3 ints"):
             _dims("grid", bad)
     with pytest.raises(ValueError, match=">= 1"):
@@ -142,3 +145,24 @@ def test_image_kinds_and_ptx_isa_table() -> None:
     assert image_kind(b"//\n.version 9.0") == "ptx"
     assert max_ptx_isa((13, 0)) == (9, 0) and max_ptx_isa((12, 8)) == (8, 7) and max_ptx_isa((12, 6)) == (8, 5)
     assert max_ptx_isa((11, 4)) == (7, 4) and max_ptx_isa((99, 0)) is None
+
+
+@pytest.mark.parametrize(("dtype", "value", "expected"), [
+    (np.uint8, 255, 255), (np.uint16, 65535, 65535), (np.int32, -7, -7), (np.int64, -(1 << 40), -(1 << 40)),
+    (np.bool_, True, True), (np.float32, 0.1, np.float32(0.1)), (np.float64, 3, 3.0), (np.complex64, 1 + 2j, 1 + 2j),
+    (np.uint8, np.uint8(200), 200), (np.float32, np.float64(2.5), 2.5),
+])
+def test_fill_values_that_fit(dtype: type, value: object, expected: object) -> None:
+    element = exact_element(value, np.dtype(dtype))
+    assert element.dtype == np.dtype(dtype) and element[0] == expected
+
+
+@pytest.mark.parametrize(("dtype", "value", "match"), [
+    (np.int32, 1.5, "holds only integers"), (np.int32, 1 << 40, r"holds the integers -2147483648\.\.2147483647"),
+    (np.uint8, -1, r"holds the integers 0\.\.255"), (np.uint8, 256, r"0\.\.255"),
+    (np.float32, 1e40, "would become inf"), (np.float32, 1 + 1j, "holds real numbers"), (np.int8, "3", "holds only"),
+    (np.float64, "3", "holds numbers"),
+])
+def test_fill_values_that_do_not_fit(dtype: type, value: object, match: str) -> None:
+    with pytest.raises(TypeError, match=match):
+        exact_element(value, np.dtype(dtype))
