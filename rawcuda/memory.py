@@ -322,6 +322,9 @@ def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
     def refuse(why: str) -> TypeError:
         return TypeError(f"cannot fill a {dtype} buffer with {value!r}: {why}")
 
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]  # a 0-d array is a scalar in a box: judge the scalar
+
     if dtype.kind in "iub":
         if isinstance(value, float | np.floating) or not isinstance(value, int | np.integer | np.bool_):
             raise refuse(f"{dtype} holds only integers; pass int(value) if you mean to truncate")

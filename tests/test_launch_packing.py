@@ -150,7 +150,8 @@ def test_image_kinds_and_ptx_isa_table() -> None:
 @pytest.mark.parametrize(("dtype", "value", "expected"), [
     (np.uint8, 255, 255), (np.uint16, 65535, 65535), (np.int32, -7, -7), (np.int64, -(1 << 40), -(1 << 40)),
     (np.bool_, True, True), (np.float32, 0.1, np.float32(0.1)), (np.float64, 3, 3.0), (np.complex64, 1 + 2j, 1 + 2j),
-    (np.uint8, np.uint8(200), 200), (np.float32, np.float64(2.5), 2.5),
+    (np.uint8, np.uint8(200), 200), (np.float32, np.float64(2.5), 2.5), (np.int16, np.array(3, np.int16), 3),
+    (np.complex64, np.array(3, np.complex64), 3),
 ])
 def test_fill_values_that_fit(dtype: type, value: object, expected: object) -> None:
     element = exact_element(value, np.dtype(dtype))
