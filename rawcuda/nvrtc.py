@@ -60,8 +60,7 @@ SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
 WINDOWS_NAMES = ("nvrtc64_130_0.dll", "nvrtc64_120_0.dll")
 #: Where toolkits put their libraries when the loader's search path does not include them.
 TOOLKIT_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
-NO_DIRECTORY = "no such directory"
-NO_FILE = "no such file"
+NO_DIRECTORY, NO_FILE = library.NO_DIRECTORY, library.NO_FILE
 
 #: Target architecture when no driver can tell us the GPU's: Ampere's, supported by NVRTC 11.x-13.x.
 FALLBACK_ARCH = "compute_80"
@@ -185,13 +184,8 @@ def _rebuild(cls: type[NvrtcError], state: dict[str, object], args: tuple[object
 
 
 # --- finding and opening libnvrtc ----------------------------------------------------------------------------
-@dataclass(frozen=True)
-class NvrtcLibrary:
-    """The opened library: the ctypes handle, the name we asked for, and the file it really is."""
-
-    handle: ctypes.CDLL
-    requested: str
-    path: str
+#: The opened library: the ctypes handle, the name we asked for, and the file it really is.
+NvrtcLibrary = library.Driver
 
 
 def toolkit_dirs() -> list[str]:
@@ -241,20 +235,10 @@ def loaded() -> NvrtcLibrary | None:
 
 
 def _open_first(names: list[str]) -> NvrtcLibrary:
-    tried: list[tuple[str, str]] = []
-    for name in names:
-        folder = os.path.dirname(name)
-        if folder and not os.path.exists(name):  # a path: say plainly what is missing, without dlopen's echo
-            tried.append((name, NO_FILE if os.path.isdir(folder) else NO_DIRECTORY))
-            continue
-        try:
-            handle = ctypes.CDLL(name)
-        except OSError as exc:
-            why = str(exc) or type(exc).__name__
-            tried.append((name, why.removeprefix(f"{name}: ")))  # dlerror() starts with the name again
-            continue
-        return NvrtcLibrary(handle, name, library.resolved_path(handle, name, symbol="nvrtcVersion"))
-    raise NvrtcNotFoundError(tried, env_set=bool(os.environ.get(ENV_VAR)))
+    opened, tried = library.open_first(names, "nvrtcVersion")
+    if opened is None:
+        raise NvrtcNotFoundError(tried, env_set=bool(os.environ.get(ENV_VAR)))
+    return opened
 
 
 # --- the checked functions -------------------------------------------------------------------------------------

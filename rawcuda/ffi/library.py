@@ -74,16 +74,36 @@ def loaded() -> Driver | None:
     return _driver
 
 
-def _open_first(names: list[str]) -> Driver:
+NO_FILE = "no such file"
+NO_DIRECTORY = "no such directory"
+
+
+def open_first(names: list[str], symbol: str) -> tuple[Driver | None, list[tuple[str, str]]]:
+    """dlopen the first of ``names`` that opens; also every (name, why it failed) before it.
+
+    Shared by libcuda and libnvrtc. ``symbol`` is one the library exports, used to find its real path.
+    """
     tried: list[tuple[str, str]] = []
     for name in names:
+        folder = os.path.dirname(name)
+        if folder and not os.path.exists(name):  # a path: say plainly what is missing, without dlopen's echo
+            tried.append((name, NO_FILE if os.path.isdir(folder) else NO_DIRECTORY))
+            continue
         try:
             handle = ctypes.CDLL(name)
         except OSError as exc:
-            tried.append((name, str(exc) or type(exc).__name__))
+            why = str(exc) or type(exc).__name__
+            tried.append((name, why.removeprefix(f"{name}: ")))  # dlerror() starts with the name again
             continue
-        return Driver(handle=handle, requested=name, path=resolved_path(handle, name))
-    raise DriverNotFoundError(tried, env_var=ENV_VAR, env_set=bool(os.environ.get(ENV_VAR)))
+        return Driver(handle=handle, requested=name, path=resolved_path(handle, name, symbol)), tried
+    return None, tried
+
+
+def _open_first(names: list[str]) -> Driver:
+    driver, tried = open_first(names, "cuInit")
+    if driver is None:
+        raise DriverNotFoundError(tried, env_var=ENV_VAR, env_set=bool(os.environ.get(ENV_VAR)))
+    return driver
 
 
 class _DlInfo(ctypes.Structure):
