@@ -19,7 +19,8 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rawcuda.kernelbuild import (
+from rawcuda.kernels import load_manifest
+from rawcuda.tools.kernelbuild import (
     CUDA_HOME_ENV,
     DEFAULT_ARCH,
     DEFAULT_CUDA_NVCC,
@@ -32,7 +33,6 @@ from rawcuda.kernelbuild import (
     plan,
     probe,
 )
-from rawcuda.kernels import load_manifest
 
 # ---------------------------------------------------------------------------------------------------------
 # Listing

@@ -40,7 +40,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rawcuda
-from rawcuda import BoundLaunch, DeviceBuffer, Event, Module, Stream, ops
+from rawcuda import BoundLaunch, DeviceBuffer, Event, Module, Stream, capture, ops
 from rawcuda.graph import Graph, GraphExec
 
 HIDDEN_SIZES = (64, 256, 1024, 4096)
@@ -146,7 +146,7 @@ def verdict(percent: float) -> str:
 def pipeline_case(rng: np.random.Generator, stream: Stream, tokens: int, hidden: int, rounds: int) -> dict[str, object]:
     p = Pipeline(rng, tokens, hidden)
     p.run(stream)  # warm-up outside the capture: loads the kernels
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         p.run(stream)
     exec_ = graph.instantiate()
     exec_.upload(stream)
@@ -185,7 +185,7 @@ def tiny_case(stream: Stream, rounds: int) -> dict[str, float]:
     launch = fn.bind(1, BLOCK, c, a, b, 0, stream=stream)  # n = 0: the kernel starts and returns
     launch()
     stream.synchronize()
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         for _ in range(KERNELS_B):
             launch()
     exec_: GraphExec = graph.instantiate()

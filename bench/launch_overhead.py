@@ -37,7 +37,6 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import rawcuda
 from rawcuda import DeviceBuffer, Module, Stream
 from rawcuda.checked import cu
-from rawcuda.ffi import library
 
 LAUNCHES = 2000
 ROUNDS = 21
@@ -86,7 +85,7 @@ def main() -> None:
     params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in values])
     sync = stream.synchronize
 
-    raw = library.load().handle["cuLaunchKernel"]  # a fresh pointer: no argtypes, no errcheck
+    raw = cu.library().handle["cuLaunchKernel"]  # a fresh pointer: no argtypes, no errcheck
     f_arg, s_arg = ctypes.c_void_p(fn.handle), ctypes.c_void_p(stream.handle)
     one, blk, zero = ctypes.c_uint(1), ctypes.c_uint(BLOCK), ctypes.c_uint(0)
     h_fn, h_stream = fn.handle, stream.handle

@@ -1,13 +1,16 @@
 """rawcuda: the CUDA Driver API from Python, through hand-written ctypes declarations.
 
-Three layers, visible in the file names::
+Three layers, visible in the folders (docs/architecture.md draws the whole map)::
 
-    layer 2  objects   device.py context.py stream.py memory.py module.py launch.py ...
-                       (context managers with deterministic close(); no manual glue)
-    layer 1  checked   checked.py   -- table rows bound to libcuda; CUresult -> exception
-                       errors.py    -- the exceptions, with hints
-    layer 0  ffi       ffi/library.py (find + lazily dlopen libcuda)  ffi/types.py  ffi/constants.py
-                       ffi/results.py  ffi/table/ (THE declaration table)  ffi/headercheck.py
+    layer 2  rawcuda/*.py     the objects: Context, Stream, Event, DeviceBuffer, Module, Function, Graph ...
+                              (context managers with deterministic close(); no manual glue)
+    layer 1  rawcuda/checked/ the tables bound to libcuda / libnvrtc; every result code -> an exception;
+                              the exceptions; tracing; cuGetProcAddress
+    layer 0  rawcuda/ffi/     declarations only: ffi/cuda/ (THE driver table), ffi/nvrtc.py, types,
+                              constants, result codes, and the one library loader
+    tools    rawcuda/tools/   the C header reader and header check, the kernel build, doctor, demo
+
+Each layer imports only the layers below it.
 
 ``import rawcuda`` never touches the driver: libcuda is opened on the first call that needs it, so the
 package imports on machines without a GPU. Heavier submodules are imported on first attribute access.
@@ -18,7 +21,7 @@ from __future__ import annotations
 import importlib
 from typing import Any
 
-from .errors import (
+from .checked.errors import (
     ClosedError,
     ContextError,
     ContextPoisonedError,
@@ -55,33 +58,34 @@ _LAZY: dict[str, str] = {
     "constants": "rawcuda.ffi.constants",
     "ptx": "rawcuda.ptx",
     "kernels": "rawcuda.kernels",
-    "trace": "rawcuda.tracing",
+    "trace": "rawcuda.checked.tracing",
     "ops": "rawcuda.ops",
     "Device": "rawcuda.device",
     "Context": "rawcuda.context",
     "default_context": "rawcuda.context",
     "Stream": "rawcuda.stream",
     "Event": "rawcuda.event",
-    "DeviceBuffer": "rawcuda.memory",
-    "PinnedBuffer": "rawcuda.hostmem",
+    "DeviceBuffer": "rawcuda.devicebuffer",
+    "PinnedBuffer": "rawcuda.pinned",
     "ManagedBuffer": "rawcuda.managed",
     "Module": "rawcuda.module",
     "Function": "rawcuda.function",
     "BoundLaunch": "rawcuda.function",
-    "ArgumentError": "rawcuda.launch",
+    "ArgumentError": "rawcuda.kernelargs",
     "Graph": "rawcuda.graph",
-    "GraphExec": "rawcuda.graph",
-    "KernelNode": "rawcuda.graph",
-    "capture": "rawcuda.graph",
+    "GraphExec": "rawcuda.graphexec",
+    "KernelNode": "rawcuda.kernelnode",
+    "capture": "rawcuda.streamcapture",
     "graph": "rawcuda.graph",
+    "capture_status": "rawcuda.streamcapture",
     "aio": "rawcuda.aio",
-    "GrowableBuffer": "rawcuda.vmm",
-    "CapacityError": "rawcuda.vmm",
+    "GrowableBuffer": "rawcuda.growable",
+    "CapacityError": "rawcuda.growable",
     "nvrtc": "rawcuda.nvrtc",
-    "NvrtcError": "rawcuda.nvrtc",
-    "NvrtcNotFoundError": "rawcuda.nvrtc",
-    "proc_address": "rawcuda.procaddress",
-    "table_address": "rawcuda.procaddress",
+    "NvrtcError": "rawcuda.checked.errors",
+    "NvrtcNotFoundError": "rawcuda.checked.errors",
+    "proc_address": "rawcuda.checked.procaddress",
+    "table_address": "rawcuda.checked.procaddress",
     "StreamCaptureMode": "rawcuda.ffi.constants",
     "GraphInstantiateFlag": "rawcuda.ffi.constants",
     "CtxFlag": "rawcuda.ffi.constants",

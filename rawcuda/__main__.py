@@ -11,9 +11,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("command", choices=["doctor", "demo"], help="doctor: check the setup; demo: run vector add")
     args = parser.parse_args(argv)
     if args.command == "doctor":
-        from .doctor import main as doctor
+        from .tools.doctor import main as doctor
         return doctor()
-    from .demo import main as demo
+    from .tools.demo import main as demo
     return demo()
 
 

@@ -58,14 +58,31 @@ import contextlib
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Protocol, runtime_checkable
 
 from .checked import cu
 from .context import Context
-from .event import Event
 from .ffi.constants import EventWaitFlag, StreamFlag
 from .ffi.types import CUhostFn
 from .stream import Stream
+
+
+@runtime_checkable
+class RecordedEvent(Protocol):
+    """What ``await`` needs of an event (:class:`rawcuda.event.Event` is one).
+
+    Why a protocol and not the class? event.py imports this module (``Event.__await__`` calls :func:`wait`),
+    so this module cannot import event.py; it names what it uses instead.
+    """
+
+    context: Context
+
+    @property
+    def handle(self) -> int: ...
+
+    def require_recorded(self, action: str) -> None: ...
+
+    def query(self) -> bool: ...
 
 #: While a wait is pending, how often to ask the GPU directly whether a sticky error has stopped the host
 #: function from ever running. Only matters when something went wrong; a normal wait ends by the callback.
@@ -84,10 +101,14 @@ class _Pending:
     target: Any  # the Stream or Event: kept alive until the wait has ended
 
 
+class _Counts:
+    orphans = 0  # host functions that found their wait gone (cancelled): proof they ran and did nothing
+
+
 _registry: dict[int, _Pending] = {}
+_counts = _Counts()
 _lock = threading.Lock()  # the host function runs on a driver thread; the registry is shared with the loop
 _tokens = itertools.count(1)  # never 0: ctypes hands a NULL userData to Python as None
-_orphans = [0]  # host functions that found their wait gone (cancelled): proof they ran and did nothing
 _idle_streams: dict[int, list[Stream]] = {}  # context handle -> idle internal streams for `await event`
 
 
@@ -97,7 +118,7 @@ def _host_function(user_data: int | None) -> None:
         with _lock:
             pending = _registry.pop(user_data or 0, None)
             if pending is None:
-                _orphans[0] += 1
+                _counts.orphans += 1
         if pending is not None:
             pending.loop.call_soon_threadsafe(_resolve, pending.future)
 
@@ -133,10 +154,10 @@ def pending() -> int:
 def orphaned() -> int:
     """How many host functions have run after their wait was cancelled (and, correctly, did nothing)."""
     with _lock:
-        return _orphans[0]
+        return _counts.orphans
 
 
-async def wait(target: Stream | Event, *, check_interval_s: float = ERROR_CHECK_INTERVAL_S) -> None:
+async def wait(target: Stream | RecordedEvent, *, check_interval_s: float = ERROR_CHECK_INTERVAL_S) -> None:
     """Wait until the work queued on a stream so far, or the work before a recorded event, has finished.
 
     Never blocks the event loop. ``await stream`` and ``await event`` call this.
@@ -159,31 +180,31 @@ async def wait(target: Stream | Event, *, check_interval_s: float = ERROR_CHECK_
             _release_waiter(waiter, idle=completed)
 
 
-def _enqueue(target: Stream | Event, loop: asyncio.AbstractEventLoop,
+def _enqueue(target: Stream | RecordedEvent, loop: asyncio.AbstractEventLoop,
              future: asyncio.Future[None]) -> tuple[int, Stream | None]:
     """Queue the host function behind ``target``'s work; returns the token and the internal stream used."""
     if isinstance(target, Stream):
-        target._check_open()
-        if target._capturing is not None:
+        handle = target.handle  # ClosedError for a closed stream
+        if target.capturing is not None:
             raise RuntimeError(f"cannot await {target!r} while it is being captured into a graph: the wait "
                                "would be recorded into the graph instead of running; await after the capture")
         target.context.activate()
         token = _register(loop, future, target)
         try:
-            cu.cuLaunchHostFunc(target._handle, _HOST_FN, token)
+            cu.cuLaunchHostFunc(handle, _HOST_FN, token)
         except BaseException:
             _forget(token)
             raise
         return token, None
-    if isinstance(target, Event):
-        target._require_recorded("await")
+    if isinstance(target, RecordedEvent):
+        target.require_recorded("await")
         ctx = target.context
         ctx.activate()
         waiter = _acquire_waiter(ctx)
         token = _register(loop, future, target)
         try:
-            cu.cuStreamWaitEvent(waiter._handle, target._handle, EventWaitFlag.DEFAULT)
-            cu.cuLaunchHostFunc(waiter._handle, _HOST_FN, token)
+            cu.cuStreamWaitEvent(waiter.handle, target.handle, EventWaitFlag.DEFAULT)
+            cu.cuLaunchHostFunc(waiter.handle, _HOST_FN, token)
         except BaseException:
             _forget(token)
             _release_waiter(waiter, idle=False)
@@ -195,7 +216,7 @@ def _enqueue(target: Stream | Event, loop: asyncio.AbstractEventLoop,
 def _acquire_waiter(ctx: Context) -> Stream:
     """An idle internal stream of ``ctx`` (a new one when none is idle)."""
     with _lock:
-        idle = _idle_streams.get(ctx._handle, [])
+        idle = _idle_streams.get(ctx.raw_handle, [])
         while idle:
             stream = idle.pop()
             if not stream.closed and stream.context is ctx:
@@ -208,7 +229,7 @@ def _release_waiter(stream: Stream, *, idle: bool) -> None:
     still queued: the driver finishes the work, then frees the stream."""
     if idle and not stream.closed:
         with _lock:
-            pool = _idle_streams.setdefault(stream.context._handle, [])
+            pool = _idle_streams.setdefault(stream.context.raw_handle, [])
             if len(pool) < IDLE_WAIT_STREAMS:
                 pool.append(stream)
                 return
@@ -216,4 +237,4 @@ def _release_waiter(stream: Stream, *, idle: bool) -> None:
         stream.close()
 
 
-__all__ = ["ERROR_CHECK_INTERVAL_S", "IDLE_WAIT_STREAMS", "orphaned", "pending", "wait"]
+__all__ = ["ERROR_CHECK_INTERVAL_S", "IDLE_WAIT_STREAMS", "RecordedEvent", "orphaned", "pending", "wait"]

@@ -20,7 +20,7 @@ that free when it is already current. ``with ctx:`` pushes the context and pops 
 the body raises -- restoring what was current before.
 
 A **sticky** error (a kernel faulted) leaves the context unusable. rawcuda marks it *poisoned*: every
-later use raises :class:`~rawcuda.errors.ContextPoisonedError` naming the error and the last launch, and
+later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last launch, and
 ``RAWCUDA_SYNC_LAUNCHES=1`` synchronizes after every launch so the error points at the guilty kernel.
 """
 
@@ -33,18 +33,38 @@ import threading
 import weakref
 from collections.abc import Callable
 from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
+from enum import IntEnum
 from types import TracebackType
 from typing import Any
 
 from . import checked
 from .checked import cu
+from .checked.errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError, KernelFaultError
 from .device import Device
-from .errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError, KernelFaultError
 from .ffi.constants import CtxFlag, Limit
 from .ffi.results import Result
 
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
 SYNC_LAUNCHES = os.environ.get("RAWCUDA_SYNC_LAUNCHES", "") not in ("", "0")
+
+
+class CloseOrder(IntEnum):
+    """The order in which :meth:`Context.close` closes what it still owns: each before what it uses.
+
+    One table, so that no class has to know another's place. Every child class names its row
+    (``close_order = CloseOrder.STREAM``); lower closes first.
+    """
+
+    EXECUTABLE_GRAPH = 1  # uses the graph it was instantiated from
+    GRAPH = 2  # its nodes refer to kernels (modules) and buffers
+    MODULE = 3  # launches in flight were synchronized by Context.close() before anything closes
+    OTHER = 4  # a child that names no row
+    STREAM = 5  # closing waits for its queued work, which may still read events and memory
+    EVENT = 6
+    DEVICE_MEMORY = 7  # buffers, and views of them (which own nothing)
+    GROWABLE_MEMORY = 8  # after the DeviceBuffer views it handed out
+    HOST_MEMORY = 9  # last: async copies from pinned memory have drained with their streams
+
 
 class _ThreadState(threading.local):
     handle: int | None = None  # the context handle rawcuda last made current on this thread
@@ -107,12 +127,24 @@ class Context:
         self.check_usable()
         return self._handle
 
+    @property
+    def raw_handle(self) -> int:
+        """The CUcontext, without checking that it is still usable: to compare contexts, or as a key."""
+        return self._handle
+
+    @property
+    def usable(self) -> bool:
+        """True while calls into the context are safe: not closed, not poisoned, not inherited by fork."""
+        return self._unusable is None and os.getpid() == self._pid
+
     def check_usable(self) -> None:
+        """Raise the reason (ClosedError, ContextPoisonedError, ForkedProcessError) when it is not usable."""
         if self._unusable is not None:
             self._raise_unusable()
 
     def activate(self) -> None:
-        """Make this the thread's current context (free when it already is)."""
+        """Make this the thread's current context (free when it already is). Every method of every object
+        calls this before its first driver call; so do the launch paths, once per launch."""
         if self._unusable is not None:
             self._raise_unusable()
         if _tls.handle != self._handle:
@@ -206,12 +238,14 @@ class Context:
         """The sticky error that made this context unusable, or None."""
         return self._poison
 
-    def _adopt(self, child: Any) -> None:
+    def adopt(self, child: Any) -> None:
+        """Track ``child`` (a Resource), so that :meth:`close` closes it first."""
         self.check_usable()
         with self._lock:
             self._children.add(child)
 
-    def _forget(self, child: Any) -> None:
+    def forget(self, child: Any) -> None:
+        """Stop tracking ``child`` (it was closed)."""
         with self._lock:
             self._children.discard(child)
 
@@ -263,8 +297,7 @@ def _describe_launch(fn: Any) -> str:
 
 
 def _close_order(child: Any) -> int:
-    # Graphs and modules reference kernels and buffers; streams and events last so pending work drains.
-    return getattr(child, "_close_rank", 0)
+    return int(getattr(child, "close_order", CloseOrder.OTHER))
 
 
 def _release_primary(handle: int, device: int) -> None:
@@ -310,7 +343,7 @@ def _observe(error: CudaError) -> None:
     handle = _tls.handle
     if handle is None:
         current = c_void_p()
-        getter = checked._raw("cuCtxGetCurrent", [type(byref(current))])
+        getter = checked.quiet("cuCtxGetCurrent", [type(byref(current))])
         if getter is None or getter(byref(current)) != 0 or not current.value:
             return
         handle = current.value

@@ -11,9 +11,10 @@ from collections.abc import Generator
 from ctypes import byref, c_float, c_void_p
 from typing import Any
 
+from . import aio
 from .checked import cu
-from .context import Context, resolve
-from .errors import NotReadyError
+from .checked.errors import NotReadyError
+from .context import CloseOrder, Context, resolve
 from .ffi.constants import EventFlag
 from .resource import Resource
 from .stream import Stream, stream_handle
@@ -26,7 +27,7 @@ def _destroy_event(handle: int) -> None:
 class Event(Resource):
     """A CUDA event. ``timing=False`` makes a cheaper event usable only for ordering."""
 
-    _close_rank = 20
+    close_order = CloseOrder.EVENT
 
     def __init__(self, context: Context | None = None, *, timing: bool = True, blocking: bool = False,
                  interprocess: bool = False) -> None:
@@ -51,31 +52,30 @@ class Event(Resource):
 
     @property
     def handle(self) -> int:
-        self._check_open()
+        self.check_open()
         return self._handle
 
     def record(self, stream: Stream | None = None) -> Event:
         """Capture the current end of ``stream`` (the legacy default stream for None)."""
-        self._check_open()
+        self.check_open()
         self.context.activate()
         cu.cuEventRecord(self._handle, stream_handle(stream, self.context))
         self.recorded = True
         return self
 
     def synchronize(self) -> None:
-        self._require_recorded("synchronize on")
+        """Block this thread until the work before the recorded point has finished."""
+        self.require_recorded("synchronize on")
         self.context.activate()
         cu.cuEventSynchronize(self._handle)
 
     def __await__(self) -> Generator[Any, None, None]:
         """``await event``: wait until it completes without blocking the event loop (see :mod:`rawcuda.aio`)."""
-        from .aio import wait
-
-        return wait(self).__await__()
+        return aio.wait(self).__await__()
 
     def query(self) -> bool:
         """True once the recorded work has completed (never blocks)."""
-        self._require_recorded("query")
+        self.require_recorded("query")
         self.context.activate()
         try:
             cu.cuEventQuery(self._handle)
@@ -86,20 +86,21 @@ class Event(Resource):
     def elapsed_ms(self, end: Event) -> float:
         """GPU milliseconds from this event to ``end`` (waits for ``end`` to complete first)."""
         for event in (self, end):
-            event._require_recorded("time")
+            event.require_recorded("time")
             if not event.timing:
                 raise ValueError(f"{event!r} was created with timing=False: it cannot be timed; "
                                  "create it with Event(timing=True)")
-        if end.context._handle != self.context._handle:
+        if end.context.raw_handle != self.context.raw_handle:
             raise ValueError("the two events belong to different contexts and cannot be timed against each other: "
                              "record both in the same context")
         end.synchronize()
         ms = c_float()
-        cu.cuEventElapsedTime(byref(ms), self._handle, end._handle)
+        cu.cuEventElapsedTime(byref(ms), self._handle, end.handle)
         return ms.value
 
-    def _require_recorded(self, action: str) -> None:
-        self._check_open()
+    def require_recorded(self, action: str) -> None:
+        """Raise ClosedError when closed, ValueError (naming ``action``) when never recorded."""
+        self.check_open()
         if not self.recorded:
             raise ValueError(f"cannot {action} {self!r}: it was never recorded; call event.record(stream) first")
 

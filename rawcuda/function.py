@@ -7,11 +7,12 @@ Three ways to launch, from the most forgiving to the fastest:
   in the previous launch. About 1.2x the host cost of a bare ctypes cuLaunchKernel (bench/results/).
 * ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable;
   ``launch()`` only confirms that nothing was closed since and calls the driver -- for hot loops.
-* a CUDA graph (issue: graphs) replays many launches with one call.
+* a CUDA graph (:mod:`rawcuda.graph`) replays many launches with one call.
 
 Every path calls the same table row, ``cuLaunchKernel``, through an argtypes-free binding: the ctypes
 conversion of 11 arguments and the errcheck call cost more than half of the driver's own time, and
-every argument here is already a ctypes object of the declared type.
+every argument here is already a ctypes object of the declared type. The whole path, step by step, is in
+docs/architecture.md ("The launch path").
 """
 
 from __future__ import annotations
@@ -23,12 +24,12 @@ import numpy as np
 
 from . import checked
 from .checked import cu
-from .context import SYNC_LAUNCHES, _tls
-from .errors import ClosedError
+from .checked.errors import ClosedError
+from .context import SYNC_LAUNCHES
 from .ffi.constants import DeviceAttribute as A
 from .ffi.constants import FunctionAttribute
-from .launch import ArgPacker, Packed, ParamSpec, same_objects
-from .resource import close_generation
+from .kernelargs import ArgPacker, Packed, ParamSpec, same_objects
+from .resource import closes
 from .stream import Stream, stream_handle
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
@@ -36,7 +37,11 @@ _MAX_CONFIGS = 256  # launch configurations remembered per function (validated o
 
 # The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch; a
 # slot rather than the function itself, so that tracing can swap a traced wrapper in and out).
-_launch_kernel: list[Any] = checked.hot_slot("cuLaunchKernel")
+_launch_kernel = checked.hot_slot("cuLaunchKernel")
+
+#: A checked launch configuration: (gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
+#: in the order cuLaunchKernel and CUDA_KERNEL_NODE_PARAMS take them.
+LaunchConfig = tuple[int, int, int, int, int, int, int]
 
 if TYPE_CHECKING:
     from .module import Module
@@ -51,41 +56,42 @@ class Function:
         self.name = name
         self._handle = handle
         self.params = tuple(specs)
-        self._closed = False
-        self._configs: dict[tuple[Any, Any, int], tuple[int, ...]] = {}  # validated configurations
+        self._configs: dict[tuple[Any, Any, int], LaunchConfig] = {}  # validated configurations
         self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ... and their ctypes driver arguments
-        self._generation = close_generation[0]
+        self._generation = closes.generation
         self._limit_cache: dict[str, Any] | None = None
         self._packer = ArgPacker(name, self.params, module.context)
         self._same = same_objects(len(self.params))
-        self._packed: Packed = (None, None, -1, [])  # the latest packed arguments (see ArgPacker)
+        self._packed = Packed(None, None, -1, [])  # the latest packed arguments (see ArgPacker)
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
         self.last_config: tuple[Any, ...] = (0, 0, 0, None)  # (grid, block, shared_mem, stream) of the last launch
 
     @property
     def closed(self) -> bool:
-        return self._closed
+        """True once its module is closed (a kernel lives exactly as long as the module it is in)."""
+        return self.module.closed
 
-    def _check_open(self) -> None:
-        if self._closed:
+    def check_open(self) -> None:
+        """Raise ClosedError when the module was closed."""
+        if self.module.closed:
             raise ClosedError(f"kernel {self.name!r} belongs to {self.module!r}, which is closed: load the module "
                               "again (Module(...).function(name)) to launch it")
 
     @property
     def handle(self) -> int:
-        self._check_open()
+        self.check_open()
         return self._handle
 
     # --- attributes and occupancy -------------------------------------------------------------------------
     def attribute(self, which: FunctionAttribute) -> int:
-        self._check_open()
+        self.check_open()
         self.context.activate()
         value = c_int()
         cu.cuFuncGetAttribute(byref(value), int(which), self._handle)
         return value.value
 
     def set_attribute(self, which: FunctionAttribute, value: int) -> None:
-        self._check_open()
+        self.check_open()
         self.context.activate()
         cu.cuFuncSetAttribute(self._handle, int(which), value)
 
@@ -108,7 +114,7 @@ class Function:
 
     def max_active_blocks_per_sm(self, block_size: int, shared_mem: int = 0) -> int:
         """Occupancy: how many blocks of this size fit on one multiprocessor at once."""
-        self._check_open()
+        self.check_open()
         self.context.activate()
         blocks = c_int()
         cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(byref(blocks), self._handle, block_size, shared_mem)
@@ -127,19 +133,18 @@ class Function:
         """
         key = (grid, block, shared_mem, stream)
         prepared = self._prepared.get(key)
-        generation = close_generation[0]
+        generation = closes.generation
         if prepared is None or self._generation != generation:
             prepared = self._prepare(grid, block, shared_mem, stream)
         packed = self._packed
-        same = packed[0]
-        if same is None or packed[2] != generation or len(args) != len(same) or not self._same(args, same):
+        same = packed.args
+        if same is None or packed.generation != generation or len(args) != len(same) or not self._same(args, same):
             packed = self._packed = self._packer.pack(args)
         ctx = self.context
-        if ctx._unusable is not None or _tls.handle != ctx._handle:
-            ctx.activate()
-        rc = _launch_kernel[0](*prepared, packed[1], None)
+        ctx.activate()
+        rc = _launch_kernel.call(*prepared, packed.array, None)
         if rc:
-            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packed[1], None))
+            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packed.array, None))
         ctx.last_launch = self  # named in the error if a sticky fault ever poisons the context
         self.last_config = key
         if SYNC_LAUNCHES:
@@ -148,28 +153,31 @@ class Function:
     def bind(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any, shared_mem: int = 0,
              stream: Stream | None = None) -> BoundLaunch:
         """Check and pack a launch once; calling the result repeats it at close to bare-driver cost."""
-        if self._closed:
-            self._check_open()
+        self.check_open()
         return BoundLaunch(self, grid, block, args, shared_mem, stream)
+
+    def pack(self, args: tuple[Any, ...]) -> Packed:
+        """Check ``args`` against the kernel's signature and build a new ``kernelParams`` array for them."""
+        return self._packer.pack(args)
 
     def _prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
         """Validate once, then build the driver arguments (all but kernelParams) as ctypes objects."""
-        if self._closed:
-            self._check_open()
-        if self._generation != close_generation[0]:
+        self.check_open()
+        if self._generation != closes.generation:
             self._prepared.clear()  # something was closed: a cached stream handle might be stale
-            self._generation = close_generation[0]
-        config = self._configs.get((grid, block, shared_mem))
-        if config is None:
-            config = self._configure(grid, block, shared_mem)
+            self._generation = closes.generation
+        config = self.configure(grid, block, shared_mem)
         h_stream = stream_handle(stream, self.context)
         prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
         if len(self._prepared) < _MAX_CONFIGS:
             self._prepared[(grid, block, shared_mem, stream)] = prepared
         return prepared
 
-    def _configure(self, grid: Any, block: Any, shared_mem: int) -> tuple[int, ...]:
-        """Check a launch configuration against the device and the kernel (once per configuration)."""
+    def configure(self, grid: Any, block: Any, shared_mem: int = 0) -> LaunchConfig:
+        """Check a launch configuration against the device and the kernel (remembered once checked)."""
+        config = self._configs.get((grid, block, shared_mem))
+        if config is not None:
+            return config
         g, b = _dims("grid", grid), _dims("block", block)
         limits = self._limits()
         for axis, n in enumerate(b):
@@ -185,7 +193,7 @@ class Function:
             if n > limits["grid"][axis]:
                 raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
         self._configure_shared(shared_mem, limits)
-        config = (*g, *b, int(shared_mem))
+        config: LaunchConfig = (*g, *b, int(shared_mem))
         if len(self._configs) < _MAX_CONFIGS:
             self._configs[(grid, block, shared_mem)] = config
         return config
@@ -217,7 +225,7 @@ class Function:
 
     def __repr__(self) -> str:
         sig = ", ".join(s.ptx_type for s in self.params)
-        return f"<Function {self.name}({sig}) of {self.module.name!r}{' closed' if self._closed else ''}>"
+        return f"<Function {self.name}({sig}) of {self.module.name!r}{' closed' if self.closed else ''}>"
 
 
 class BoundLaunch:
@@ -239,19 +247,18 @@ class BoundLaunch:
         fn = self.function
         grid, block, shared_mem, stream = self._spec
         prepared = fn._prepare(grid, block, shared_mem, stream)
-        packed = fn._packer.pack(self.args)
-        self._call = (*prepared, packed[1], None)  # every driver argument, as ctypes objects
+        packed = fn.pack(self.args)
+        self._call = (*prepared, packed.array, None)  # every driver argument, as ctypes objects
         self._packed = packed  # keeps the slots the array points into alive
-        self._generation = close_generation[0]
+        self._generation = closes.generation
 
     def __call__(self) -> None:
-        if self._generation != close_generation[0]:
+        if self._generation != closes.generation:
             self._bind()
         fn = self.function
         ctx = fn.context
-        if ctx._unusable is not None or _tls.handle != ctx._handle:
-            ctx.activate()
-        rc = _launch_kernel[0](*self._call)
+        ctx.activate()
+        rc = _launch_kernel.call(*self._call)
         if rc:
             checked.raise_for(rc, "cuLaunchKernel", self._call)
         ctx.last_launch = fn

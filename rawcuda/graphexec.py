@@ -6,7 +6,7 @@ lays out every node once, so that each ``launch(stream)`` submits all of the gra
 
 * ``exec.set_kernel_args(node, *args)`` -- one kernel node's arguments (``cuGraphExecKernelNodeSetParams``);
 * ``exec.update(graph2)`` -- every node's parameters from a graph of the same shape (``cuGraphExecUpdate``),
-  with a :class:`~rawcuda.errors.GraphError` that names the driver's reason when the shapes differ.
+  with a :class:`~rawcuda.checked.errors.GraphError` that names the driver's reason when the shapes differ.
 
 A replay reads the buffers a graph was given *now*: a buffer closed while an executable graph still uses it
 would be a use-after-free on the GPU, so ``launch`` refuses to run once one was closed.
@@ -15,19 +15,23 @@ would be a use-after-free on the GPU, so ``launch`` refuses to run once one was 
 from __future__ import annotations
 
 from ctypes import byref, c_void_p
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from . import checked
 from .checked import cu
-from .context import SYNC_LAUNCHES, _tls
-from .errors import ClosedError, CudaError, GraphError
+from .checked.errors import ClosedError, CudaError, GraphError
+from .context import SYNC_LAUNCHES, CloseOrder
+from .devicebuffer import DeviceBuffer
 from .ffi.constants import GraphExecUpdateResult, GraphInstantiateFlag
 from .ffi.types import CUgraphExecUpdateResultInfo
 from .function import Function
-from .graph import Graph, KernelNode, _node_params
-from .memory import DeviceBuffer
-from .resource import Resource, close_generation
+from .kernelnode import KernelNode, kernel_node_params
+from .resource import Resource, closes
 from .stream import Stream, stream_handle
+
+if TYPE_CHECKING:
+    # graph.py imports this file (Graph.instantiate makes a GraphExec); here a Graph is only used, never made.
+    from .graph import Graph
 
 #: Why cuGraphExecUpdate refused, in words, for every CUgraphExecUpdateResult.
 UPDATE_REASONS: dict[GraphExecUpdateResult, str] = {
@@ -51,7 +55,7 @@ UPDATE_REASONS: dict[GraphExecUpdateResult, str] = {
 }
 
 # The argtypes-free binding of cuGraphLaunch (a slot, so that tracing can swap a traced wrapper in).
-_graph_launch: list[Any] = checked.hot_slot("cuGraphLaunch")
+_graph_launch = checked.hot_slot("cuGraphLaunch")
 
 
 def _destroy_exec(handle: int) -> None:
@@ -65,10 +69,10 @@ class GraphExec(Resource):
     changes, and its arguments are what the replays use).
     """
 
-    _close_rank = -30  # before the graphs they were made from
+    close_order = CloseOrder.EXECUTABLE_GRAPH
 
     def __init__(self, graph: Graph, flags: GraphInstantiateFlag = GraphInstantiateFlag.NONE) -> None:
-        source = graph._ready()
+        source = graph.handle  # ClosedError, or RuntimeError while it is still being captured
         ctx = graph.context
         ctx.activate()
         handle = c_void_p()
@@ -80,26 +84,24 @@ class GraphExec(Resource):
         self.graph = graph
         self._params_from = graph  # the graph whose node parameters are in effect (changed by update())
         self._node_args: dict[int, tuple[Any, ...]] = {}  # node handle -> arguments set by set_kernel_args
-        self._generation = -1  # close_generation when the arguments were last known to be open
+        self._generation = -1  # closes when the arguments were last known to be open
 
     @property
     def handle(self) -> int:
-        self._check_open()
+        self.check_open()
         return self._handle
 
     def launch(self, stream: Stream | None = None) -> None:
         """Queue one replay of the whole graph on ``stream`` (the legacy default stream for None)."""
-        if self._closed:
-            self._check_open()
-        if self._generation != close_generation[0]:
+        self.check_open()
+        if self._generation != closes.generation:
             self._check_arguments_open()
-            self._generation = close_generation[0]
+            self._generation = closes.generation
         h_stream = stream_handle(stream, self.context)
         ctx = self.context
-        if ctx._unusable is not None or _tls.handle != ctx._handle:
-            ctx.activate()
+        ctx.activate()
         call = (self._c_handle, c_void_p(h_stream))
-        rc = _graph_launch[0](*call)
+        rc = _graph_launch.call(*call)
         if rc:
             checked.raise_for(rc, "cuGraphLaunch", call)
         if SYNC_LAUNCHES:
@@ -107,7 +109,7 @@ class GraphExec(Resource):
 
     def upload(self, stream: Stream | None = None) -> None:
         """Copy the graph's launch data to the GPU now, so the first ``launch`` is as cheap as the later ones."""
-        self._check_open()
+        self.check_open()
         self.context.activate()
         cu.cuGraphUpload(self._handle, stream_handle(stream, self.context))
 
@@ -121,16 +123,16 @@ class GraphExec(Resource):
         ``node`` is a node of the graph this was instantiated from. The grid, block and shared memory
         stay; the arguments are checked against the kernel's signature like a launch's.
         """
-        self._check_open()
+        self.check_open()
         if not isinstance(node, KernelNode) or node.graph is not self.graph:
             raise ValueError(f"{node!r} is not a kernel node of {self.graph!r}, the graph this was instantiated "
                              "from (take it from exec.kernel_nodes())")
-        fn = node._require_function()
-        packed = fn._packer.pack(args)
-        params = _node_params(fn, (*node.grid, *node.block, node.shared_mem), packed)
+        fn = node.require_function()
+        packed = fn.pack(args)
+        params = kernel_node_params(fn, node.config, packed)
         self.context.activate()
         cu.cuGraphExecKernelNodeSetParams(self._handle, node.handle, byref(params))
-        self._node_args[node._handle] = (args, packed)  # the buffers must outlive the replays that use them
+        self._node_args[node.handle] = (args, packed)  # the buffers must outlive the replays that use them
         self._generation = -1
 
     def update(self, graph: Graph) -> None:
@@ -139,9 +141,9 @@ class GraphExec(Resource):
         Cheaper than instantiating ``graph``. Raises :class:`GraphError` naming the driver's reason when the
         graphs differ in more than parameters (the executable graph is then unchanged).
         """
-        self._check_open()
-        source = graph._ready()
-        if graph.context._handle != self.context._handle:
+        self.check_open()
+        source = graph.handle
+        if graph.context.raw_handle != self.context.raw_handle:
             raise ValueError(f"{graph!r} belongs to another context than {self!r}")
         info = CUgraphExecUpdateResultInfo()
         self.context.activate()
@@ -157,7 +159,7 @@ class GraphExec(Resource):
 
     def _check_arguments_open(self) -> None:
         """Refuse to replay a graph whose buffers (or kernels) were closed: the GPU would use freed memory."""
-        pending: list[Any] = [self.graph._held, self._params_from._held, list(self._node_args.values())]
+        pending: list[Any] = [self.graph.held, self._params_from.held, list(self._node_args.values())]
         while pending:  # the held items nest: (function, args, packed) tuples inside lists
             item = pending.pop()
             if isinstance(item, tuple | list):
@@ -187,7 +189,7 @@ def _update_error(exc: CudaError, info: CUgraphExecUpdateResultInfo, graph: Grap
 
 def _describe_node(graph: Graph, handle: int) -> str:
     try:
-        return repr(graph._node(handle))
+        return repr(graph.node(handle))
     except CudaError:
         return f"{handle:#x}"
 

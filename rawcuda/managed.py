@@ -38,10 +38,10 @@ import numpy as np
 from .checked import cu
 from .context import Context
 from .device import Device
+from .devicebuffer import DeviceBuffer
 from .ffi.constants import DeviceAttribute, MemAdvise, MemAttachFlag, MemLocationType
 from .ffi.types import CUmemLocation
-from .hostmem import host_view
-from .memory import DeviceBuffer
+from .pinned import host_view
 from .stream import Stream, stream_handle
 
 HOST = "host"
@@ -75,7 +75,7 @@ class ManagedBuffer(DeviceBuffer):
         return ptr.value
 
     def _take_ownership(self, ptr: int) -> None:
-        # The memory lives as long as the host views of it do (see hostmem.host_view): no _own() here.
+        # The memory lives as long as the host views of it do (see pinned.host_view): no _own() here.
         self._raw, self._array = host_view(ptr, self.nbytes, self.shape, self.dtype, self.context, _free_managed)
 
     @property
@@ -94,7 +94,7 @@ class ManagedBuffer(DeviceBuffer):
         reading what a kernel wrote. Without it, host access during a kernel would crash the process, so
         the context is synchronized first (see the module docstring) -- ask again after each launch.
         """
-        self._check_open()
+        self.check_open()
         if self.nbytes == 0:
             return np.empty(self.shape, self.dtype)
         if not self.concurrent_access:
@@ -103,7 +103,7 @@ class ManagedBuffer(DeviceBuffer):
 
     def prefetch(self, to: Device | str | int, stream: Stream | None = None) -> None:
         """Migrate the pages to a device or to the host ahead of use (asynchronous on ``stream``)."""
-        self._check_open()
+        self.check_open()
         if self.nbytes == 0:
             return
         self.context.activate()
@@ -111,7 +111,7 @@ class ManagedBuffer(DeviceBuffer):
 
     def advise(self, advice: MemAdvise, where: Device | str | int) -> None:
         """Tell the driver how the range will be used (read-mostly, preferred location, accessed-by)."""
-        self._check_open()
+        self.check_open()
         if self.nbytes == 0:
             return
         self.context.activate()

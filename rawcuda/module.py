@@ -23,12 +23,12 @@ from pathlib import Path
 
 from . import checked, ptx
 from .checked import cu
-from .context import Context, resolve
-from .errors import CudaError, InvalidValueError, ModuleLoadError, NotFoundError
+from .checked.errors import CudaError, InvalidValueError, ModuleLoadError, NotFoundError
+from .context import CloseOrder, Context, resolve
 from .ffi.constants import JitOption
 from .ffi.results import Result
 from .function import Function
-from .launch import ParamSpec
+from .kernelargs import ParamSpec
 from .resource import Resource
 
 LOG_BYTES = 16 * 1024  # JIT info / error log capacity
@@ -71,7 +71,7 @@ def _unload(handle: int) -> None:
 class Module(Resource):
     """Code loaded into a context: ``Module("kernels.ptx")``, ``Module(ptx_text)`` or ``Module(cubin_bytes)``."""
 
-    _close_rank = -10  # before buffers: launches in flight were synchronized by Context.close()
+    close_order = CloseOrder.MODULE
 
     def __init__(self, image: bytes | str | os.PathLike[str], context: Context | None = None, *,
                  name: str | None = None, jit_options: dict[JitOption, int] | None = None) -> None:
@@ -115,7 +115,7 @@ class Module(Resource):
         try:
             cu.cuModuleLoadDataEx(byref(handle), data, len(options), keys, values)
         except CudaError as exc:
-            failure = _with_details(exc, self._load_details(error.value, info.value))
+            failure = exc.with_details(self._load_details(error.value, info.value))
             failure.jit_log = error.value.decode(errors="replace").strip()  # type: ignore[attr-defined]
             failure.info_log = info.value.decode(errors="replace").strip()  # type: ignore[attr-defined]
             raise failure from None
@@ -137,14 +137,14 @@ class Module(Resource):
     # --- kernels -----------------------------------------------------------------------------------------
     @property
     def handle(self) -> int:
-        self._check_open()
+        self.check_open()
         return self._handle
 
     def entry_names(self) -> list[str]:
         """The kernels in this module (from the PTX, or asked from the driver for cubin/fatbin)."""
         if self.ptx_info is not None:
             return list(self.ptx_info.entries)
-        self._check_open()
+        self.check_open()
         self.context.activate()
         count = c_uint()
         cu.cuModuleGetFunctionCount(byref(count), self._handle)
@@ -159,16 +159,13 @@ class Module(Resource):
 
     def function(self, name: str) -> Function:
         """The kernel called ``name`` (cached: asking twice returns the same Function)."""
-        self._check_open()
+        self.check_open()
         if not isinstance(name, str):
             raise TypeError(f"a kernel name is a str, e.g. module.function('vector_add'), not {type(name).__name__}")
         fn = self._functions.get(name)
         if fn is None:
             fn = self._functions[name] = self._lookup(name)
         return fn
-
-    get_function = function
-    __getitem__ = function
 
     def _lookup(self, name: str) -> Function:
         self.context.activate()
@@ -182,7 +179,7 @@ class Module(Resource):
             if near:
                 details.append(f"{near[0]} looks like {name!r} after C++ name mangling: declare the kernel "
                                f"extern \"C\" to keep its plain name, or ask for {near[0]!r}")
-            failure = _with_details(exc, details)
+            failure = exc.with_details(details)
             failure.entries = entries  # type: ignore[attr-defined]  (the kernels that *are* in the module)
             raise failure from None
         specs = self._param_specs(name, handle.value or 0)
@@ -199,10 +196,12 @@ class Module(Resource):
                 return specs
             specs.append(ParamSpec.from_size(size.value))
 
+    def loaded_functions(self) -> list[Function]:
+        """The Functions asked for so far (each name once), while the module is open."""
+        return list(self._functions.values()) if not self._closed else []
+
     def close(self) -> None:
-        """Unload the module; its Functions become closed too."""
-        for fn in self._functions.values():
-            fn._closed = True
+        """Unload the module; its Functions become closed too (their ``closed`` is the module's)."""
         super().close()
 
     def __repr__(self) -> str:
@@ -223,9 +222,4 @@ def _read_image(image: bytes | str | os.PathLike[str], name: str | None) -> tupl
         return path.read_bytes(), name or path.name
     raise TypeError(f"a module image is bytes, PTX text or a path, not {type(image).__name__}")
 
-
-def _with_details(exc: CudaError, details: list[str]) -> CudaError:
-    """The same error (same class and fields) with more lines of explanation."""
-    return type(exc)(exc.code, call=exc.call, symbol=exc.symbol, arguments=exc.arguments,
-                     description=exc.description, details=[*exc.details, *details])
 

@@ -1,4 +1,4 @@
-"""Runtime compilation: CUDA C++ source text -> PTX (or cubin) in-process, through NVRTC and ctypes.
+"""Layer 2: runtime compilation -- CUDA C++ source text -> PTX (or cubin) in-process, through NVRTC and ctypes.
 
 ``nvcc`` compiles kernels before the program runs (``build.py``, the seed's ``build.rs``). NVRTC, the
 "runtime compilation" library that ships with the toolkit, compiles them *while it runs*: the source is
@@ -15,10 +15,11 @@ needs. NVRTC is a C library; Rust (through FFI), Python (this file) or any langu
 hand it CUDA C++ text and load the result with the driver. The limit is the kernel language, not the host
 language.
 
-What this module does, step by step (every step is one row of :mod:`rawcuda.ffi.nvrtc_table`):
+What this module does, step by step (every step is one row of :mod:`rawcuda.ffi.nvrtc`, called through
+``rawcuda.checked.nv`` -- the same checked-call machinery as the driver's ``cu``):
 
-1. find libnvrtc lazily (like libcuda, see :func:`candidates`), failing with :class:`NvrtcNotFoundError`
-   that lists each place tried and why;
+1. find libnvrtc lazily (like libcuda, see :mod:`rawcuda.ffi.library`), failing with
+   :class:`~rawcuda.checked.errors.NvrtcNotFoundError` that lists each place tried and why;
 2. ``nvrtcCreateProgram`` (source, a file name for messages, optional in-memory headers);
 3. ``nvrtcAddNameExpression`` for each C++ name whose mangled symbol you will want;
 4. ``nvrtcCompileProgram`` with command-line style options; *always* read the log afterwards -- it holds
@@ -36,31 +37,19 @@ cannot be loaded (the driver's PTX ISA is older): :class:`rawcuda.Module` checks
 from __future__ import annotations
 
 import ctypes
-import os
-import sys
-import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from ctypes import byref, c_char_p, c_int, c_size_t, c_void_p
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from . import checked
-from .errors import MissingSymbolError, RawCudaError
-from .ffi import library
+from .checked import nv
+from .checked.binding import nvrtc_error_string
+from .checked.errors import NvrtcError, RawCudaError
+from .context import Context
 from .ffi.constants import DeviceAttribute
-from .ffi.nvrtc_table import TABLE, NvrtcDecl, NvrtcResult, nvrtcProgram, result_name
-
-if TYPE_CHECKING:
-    from .context import Context
-    from .module import Module
-
-ENV_VAR = "RAWCUDA_LIBNVRTC"
-#: Sonames, newest first: NVRTC's soname carries the CUDA major version, and one process may see several.
-SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
-WINDOWS_NAMES = ("nvrtc64_130_0.dll", "nvrtc64_120_0.dll")
-#: Where toolkits put their libraries when the loader's search path does not include them.
-TOOLKIT_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
-NO_DIRECTORY, NO_FILE = library.NO_DIRECTORY, library.NO_FILE
+from .ffi.nvrtc import nvrtcProgram
+from .module import Module
 
 #: Target architecture when no driver can tell us the GPU's: Ampere's, supported by NVRTC 11.x-13.x.
 FALLBACK_ARCH = "compute_80"
@@ -68,238 +57,9 @@ _ARCH_OPTIONS = ("-arch", "--gpu-architecture")
 _ARCH_DIGITS = 10  # compute capability 9.0 -> 90 in NVRTC's numbering
 
 
-# --- errors ------------------------------------------------------------------------------------------------
-class NvrtcNotFoundError(RawCudaError, OSError):
-    """No libnvrtc could be opened. Lists every candidate tried and why it failed."""
-
-    def __init__(self, tried: Sequence[tuple[str, str]], env_set: bool) -> None:
-        self.tried = list(tried)
-        lines = ["could not load NVRTC, the runtime CUDA C++ compiler (libnvrtc); tried:"]
-        lines += _describe_tried(self.tried)
-        if env_set:
-            lines.append(f"fix: {ENV_VAR} is set, so only that path was tried; point it at a real "
-                         "libnvrtc.so.13 (or .12), or unset it to search the usual places")
-        else:
-            lines.append("fix: install NVRTC (it ships with the CUDA toolkit, as its own package in most "
-                         f"distributions), set CUDA_HOME to the toolkit, or set {ENV_VAR} to the full path of "
-                         "libnvrtc.so.13")
-        super().__init__("\n".join(lines))
-
-
-def _describe_tried(tried: list[tuple[str, str]]) -> list[str]:
-    """One line per candidate, except that missing files of one directory share a line."""
-    rows: list[tuple[str, str, list[str]]] = []  # (name or folder, why, file names grouped under a folder)
-    groups: dict[tuple[str, str], list[str]] = {}
-    for name, why in tried:
-        folder, _, base = name.rpartition("/")
-        if folder and why in (NO_DIRECTORY, NO_FILE):
-            key = (folder, why)
-            if key not in groups:
-                groups[key] = []
-                rows.append((folder, why, groups[key]))
-            groups[key].append(base)
-        else:
-            rows.append((name, why, []))
-    lines = []
-    for name, why, bases in rows:
-        if not bases:
-            lines.append(f"  {name}: {why}")
-        else:
-            files = bases[0] if len(bases) == 1 else "{" + ", ".join(bases) + "}"
-            lines.append(f"  {name}/{files}: {why}")
-    return lines
-
-
-#: Likely cause and fix for the codes people hit.
-HINTS: dict[int, str] = {
-    NvrtcResult.ERROR_COMPILATION: "the source does not compile: the log above names the file, line and reason",
-    NvrtcResult.ERROR_INVALID_OPTION: (
-        "NVRTC refused an option: check its spelling (options are separate strings, e.g. '-arch=compute_90', "
-        "'--std=c++17', '-DN=4'); rawcuda.nvrtc.supported_archs() lists the architectures this NVRTC knows"
-    ),
-    NvrtcResult.ERROR_NAME_EXPRESSION_NOT_VALID: (
-        "a name expression must name a __global__ function or a __device__/__constant__ variable the source "
-        "defines, written as C++ would refer to it: 'scale<float>', 'ns::kernel', '&table'"
-    ),
-    NvrtcResult.ERROR_BUILTIN_OPERATION_FAILURE: (
-        "NVRTC could not run one of its built-in steps, often because libnvrtc-builtins.so is missing or of "
-        "another version than libnvrtc: install both from the same toolkit"
-    ),
-    NvrtcResult.ERROR_INVALID_INPUT: "NULL or an out-of-range value where NVRTC needs one (a bug in the caller)",
-}
-
-
-class NvrtcError(RawCudaError):
-    """An NVRTC call returned something other than NVRTC_SUCCESS.
-
-    ``code`` is the nvrtcResult, ``name`` its C name, ``log`` the compiler's log when the failure came from
-    compiling (the errors, with file and line), ``call`` the NVRTC function that failed.
-    """
-
-    def __init__(self, code: int, *, call: str = "", arguments: str = "", description: str = "", log: str = "",
-                 details: Sequence[str] = ()) -> None:
-        self.code = int(code)
-        self.name = result_name(code)
-        self.call = call
-        self.arguments = arguments
-        self.description = description
-        self.log = log
-        self.details = list(details)
-        self.hint = HINTS.get(self.code, "")
-        super().__init__(self._message())
-
-    @property
-    def result(self) -> NvrtcResult | None:
-        try:
-            return NvrtcResult(self.code)
-        except ValueError:
-            return None
-
-    def _message(self) -> str:
-        head = f"{self.call or 'an NVRTC call'}({self.arguments}) failed: {self.name} ({self.code})"
-        if self.description and self.description != self.name:  # nvrtcGetErrorString often just repeats the name
-            head += f": {self.description}"
-        lines = [head, *("  " + d for d in self.details)]
-        if self.log.strip():
-            lines.append("  compile log:\n    " + self.log.strip().replace("\n", "\n    "))
-        if self.hint:
-            lines.append("  hint: " + self.hint)
-        return "\n".join(lines)
-
-    def __reduce__(self) -> tuple[object, ...]:
-        # Keyword-only constructor: rebuild from the fields so the error pickles (worker processes).
-        return _rebuild, (type(self), dict(self.__dict__), self.args)
-
-    def with_details(self, *, log: str = "", details: Sequence[str] = ()) -> NvrtcError:
-        """The same error with the compile log and more lines of context attached."""
-        return type(self)(self.code, call=self.call, arguments=self.arguments, description=self.description,
-                          log=log or self.log, details=[*self.details, *details])
-
-
-def _rebuild(cls: type[NvrtcError], state: dict[str, object], args: tuple[object, ...]) -> NvrtcError:
-    error = Exception.__new__(cls, *args)
-    error.__dict__.update(state)
-    error.args = args
-    return error
-
-
-# --- finding and opening libnvrtc ----------------------------------------------------------------------------
-#: The opened library: the ctypes handle, the name we asked for, and the file it really is.
-NvrtcLibrary = library.Driver
-
-
-def toolkit_dirs() -> list[str]:
-    """Library directories of a CUDA toolkit: ``$CUDA_HOME/lib64`` first, then the usual install places."""
-    dirs = []
-    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
-    if cuda_home:
-        dirs.append(os.path.join(cuda_home, "lib64"))
-    dirs += [d for d in TOOLKIT_DIRS if d not in dirs]
-    return dirs
-
-
-def candidates() -> list[str]:
-    """The names or paths tried, in order.
-
-    Why this order? ``$RAWCUDA_LIBNVRTC`` is an explicit choice, so it is the *only* candidate (falling back
-    silently would hide the mistake you are debugging). Then the sonames through the dynamic loader's own
-    search (``LD_LIBRARY_PATH``, ``ldconfig``), newest CUDA first; then the same names in the toolkit's
-    library directories, which the loader often does not know about.
-    """
-    chosen = os.environ.get(ENV_VAR)
-    if chosen:
-        return [chosen]
-    if sys.platform == "win32":
-        return list(WINDOWS_NAMES)
-    return [*SONAMES, *(os.path.join(folder, name) for folder in toolkit_dirs() for name in SONAMES)]
-
-
-_lock = threading.Lock()
-_library: NvrtcLibrary | None = None
-
-
-def load() -> NvrtcLibrary:
-    """Open libnvrtc once per process; later calls return the same :class:`NvrtcLibrary`."""
-    global _library
-    if _library is not None:
-        return _library
-    with _lock:
-        if _library is None:
-            _library = _open_first(candidates())
-    return _library
-
-
-def loaded() -> NvrtcLibrary | None:
-    """The library if it has been opened already, else None (never opens it)."""
-    return _library
-
-
-def _open_first(names: list[str]) -> NvrtcLibrary:
-    opened, tried = library.open_first(names, "nvrtcVersion")
-    if opened is None:
-        raise NvrtcNotFoundError(tried, env_set=bool(os.environ.get(ENV_VAR)))
-    return opened
-
-
-# --- the checked functions -------------------------------------------------------------------------------------
-def bind(decl: NvrtcDecl, lib: NvrtcLibrary | None = None) -> Any:
-    """A ctypes function for one NVRTC row: restype and argtypes from the table, nvrtcResult checked."""
-    lib = lib or load()
-    try:
-        fn = lib.handle[decl.symbol]  # a fresh function pointer: our settings never leak to other users
-    except AttributeError:
-        raise MissingSymbolError(
-            f"{decl.name}: {lib.path} does not export {decl.symbol}; this libnvrtc is older than the table "
-            f"(rawcuda.nvrtc.version() says which it is)"
-        ) from None
-    fn.restype = decl.restype
-    fn.argtypes = decl.argtypes
-    if decl.checked:
-        fn.errcheck = _errcheck_for(decl)
-    return fn
-
-
-def _errcheck_for(decl: NvrtcDecl) -> Callable[[int, Any, tuple[Any, ...]], int]:
-    def errcheck(result: int, func: Any, args: tuple[Any, ...]) -> int:
-        if result != NvrtcResult.SUCCESS:
-            arguments = checked.format_arguments(decl, args)  # type: ignore[arg-type]  (duck-typed: a table row)
-            raise NvrtcError(result, call=decl.name, arguments=arguments, description=error_string(result))
-        return result
-
-    return errcheck
-
-
-class _Functions:
-    """``nv.nvrtcVersion(...)``: each row bound on first use, then a plain attribute."""
-
-    def __getattr__(self, name: str) -> Any:
-        decl = TABLE.get(name)
-        if decl is None:
-            raise AttributeError(f"{name} is not in rawcuda's NVRTC table (rawcuda/ffi/nvrtc_table.py)")
-        with _bind_lock:
-            fn = self.__dict__.get(name)
-            if fn is None:
-                fn = bind(decl)
-                setattr(self, name, fn)
-        return fn
-
-    def __dir__(self) -> list[str]:
-        return sorted(TABLE)
-
-
-_bind_lock = threading.Lock()
-
-#: The checked NVRTC functions: ``from rawcuda.nvrtc import nv``.
-nv = _Functions()
-
-
 def error_string(code: int) -> str:
     """nvrtcGetErrorString (which returns the C name, e.g. "NVRTC_ERROR_COMPILATION"); never raises."""
-    try:
-        text = nv.nvrtcGetErrorString(code)
-    except RawCudaError:
-        return ""
-    return text.decode(errors="replace") if text else ""
+    return nvrtc_error_string(code)
 
 
 def version() -> tuple[int, int]:
@@ -321,7 +81,7 @@ def supported_archs() -> list[int]:
 
 def library_path() -> str:
     """The file libnvrtc was loaded from (opens it if needed)."""
-    return load().path
+    return nv.library().path
 
 
 # --- choosing the target architecture ----------------------------------------------------------------------------
@@ -391,8 +151,6 @@ class CompileResult:
 
     def load(self, context: Context | None = None) -> Module:
         """Load :attr:`image` as a :class:`rawcuda.Module` (in ``context``, the default one when None)."""
-        from .module import Module
-
         return Module(self.image, context, name=self.name)
 
 
@@ -485,19 +243,14 @@ def _lowered_name(prog: nvrtcProgram, expression: str) -> str:
 
 
 __all__ = [
-    "ENV_VAR",
     "FALLBACK_ARCH",
     "CompileResult",
-    "NvrtcError",
-    "NvrtcNotFoundError",
-    "NvrtcResult",
-    "candidates",
     "choose_arch",
     "compile",
     "default_arch",
     "device_compute_capability",
-    "load",
-    "nv",
+    "error_string",
+    "library_path",
     "supported_archs",
     "version",
 ]

@@ -20,8 +20,9 @@ import numpy as np
 
 from . import kernels
 from .context import Context
-from .memory import DeviceBuffer
-from .module import Function, Module
+from .devicebuffer import DeviceBuffer
+from .function import Function
+from .module import Module
 from .stream import Stream
 
 BLOCK = 256  # 1-D kernels: a multiple of the warp size with enough warps per SM to hide latency
@@ -42,7 +43,7 @@ _lock = threading.Lock()
 
 def kernel(stem: str, name: str, context: Context) -> Function:
     """``name`` from the shipped ``kernels/<stem>.cu``, loaded once per context."""
-    key = (context._handle, stem)
+    key = (context.raw_handle, stem)
     module = _modules.get(key)
     if module is None or module.closed:
         with _lock:

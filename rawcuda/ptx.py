@@ -47,7 +47,7 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
-from .errors import RawCudaError
+from .checked.errors import RawCudaError
 
 #: Bytes per element of every PTX type a parameter can have. ``.pred`` is counted as one byte: PTX
 #: gives it no memory size, and a one-byte slot is what a C ``bool`` would use.

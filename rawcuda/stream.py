@@ -25,9 +25,9 @@ from ctypes import byref, c_int, c_uint, c_void_p
 from typing import Any
 
 from .checked import cu
-from .context import Context, resolve
-from .errors import NotReadyError
-from .ffi.constants import EventFlag, EventWaitFlag, StreamCaptureMode, StreamFlag
+from .checked.errors import NotReadyError
+from .context import CloseOrder, Context, resolve
+from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 from .resource import Resource
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
@@ -46,8 +46,10 @@ def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deq
 class Stream(Resource):
     """A CUDA stream in ``context`` (the default context when None)."""
 
-    _close_rank = 10
-    _capturing: Any = None  # the Graph being captured on this stream, set by rawcuda.graph.capture
+    close_order = CloseOrder.STREAM
+    #: The Graph this stream is being captured into, or None: set and cleared by ``rawcuda.capture(stream)``;
+    #: while it is set, :meth:`keep_alive` hands objects to the graph (they are needed at every replay).
+    capturing: Any = None
 
     def __init__(self, context: Context | None = None, *, flags: StreamFlag = StreamFlag.DEFAULT,
                  priority: int | None = None) -> None:
@@ -73,19 +75,19 @@ class Stream(Resource):
 
     @property
     def handle(self) -> int:
-        self._check_open()
+        self.check_open()
         return self._handle
 
     def synchronize(self) -> None:
         """Block this thread until everything queued on the stream has finished."""
-        self._check_open()
+        self.check_open()
         self.context.activate()
         cu.cuStreamSynchronize(self._handle)
         self._release_held(all_done=True)
 
     def query(self) -> bool:
         """True when all queued work has finished (never blocks)."""
-        self._check_open()
+        self.check_open()
         self.context.activate()
         try:
             cu.cuStreamQuery(self._handle)
@@ -95,44 +97,29 @@ class Stream(Resource):
 
     def wait(self, event: Any) -> None:
         """Make future work on this stream wait until ``event`` has completed (no host blocking)."""
-        self._check_open()
-        _same_context(self, event)
+        self.check_open()
+        same_context(self, event)
         self.context.activate()
         cu.cuStreamWaitEvent(self._handle, event.handle, EventWaitFlag.DEFAULT)
 
-    def capture(self, mode: StreamCaptureMode = StreamCaptureMode.THREAD_LOCAL) -> Any:
-        """``with stream.capture() as graph:`` records this stream's work into a CUDA graph instead of running it.
-
-        Then ``graph.instantiate().launch(stream)`` replays it with one call. See :mod:`rawcuda.graph`.
-        """
-        from .graph import capture
-
-        return capture(self, mode)
-
     def __await__(self) -> Generator[Any, None, None]:
         """``await stream``: wait for the queued work without blocking the event loop (see :mod:`rawcuda.aio`)."""
+        # The one import inside a function in rawcuda: aio creates Streams (its internal wait streams), so
+        # it sits above this file; ``await stream`` reaches up to it only when a program awaits.
         from .aio import wait
 
         return wait(self).__await__()
 
-    def record(self, event: Any = None) -> Any:
-        """Record ``event`` (a new timing event when None) at this point of the stream, and return it."""
-        from .event import Event
-
-        event = Event(self.context) if event is None else event
-        event.record(self)
-        return event
-
     @property
     def priority(self) -> int:
-        self._check_open()
+        self.check_open()
         value = c_int()
         cu.cuStreamGetPriority(self._handle, byref(value))
         return value.value
 
     @property
     def flags(self) -> StreamFlag:
-        self._check_open()
+        self.check_open()
         value = c_uint()
         cu.cuStreamGetFlags(self._handle, byref(value))
         return StreamFlag(value.value)
@@ -140,8 +127,8 @@ class Stream(Resource):
     # --- keeping host objects alive while async work uses them --------------------------------------------
     def keep_alive(self, obj: Any) -> None:
         """Hold ``obj`` until the work queued on this stream so far has completed."""
-        if self._capturing is not None:  # captured work runs at every replay: the graph holds obj from now on
-            self._capturing.keep_alive(obj)
+        if self.capturing is not None:  # captured work runs at every replay: the graph holds obj from now on
+            self.capturing.keep_alive(obj)
             return
         self.context.activate()
         if self._spare_markers:
@@ -176,7 +163,7 @@ class Stream(Resource):
         """Wait for the stream's work (host objects it reads may be freed after), then destroy it."""
         if self._closed:
             return
-        if self._held and self.context._unusable is None:
+        if self._held and self.context.usable:
             with contextlib.suppress(Exception):
                 self.synchronize()
         self._held.clear()
@@ -187,9 +174,9 @@ class Stream(Resource):
         return f"<Stream {self._handle:#x}{state}>"
 
 
-def _same_context(a: Resource, b: Resource) -> None:
+def same_context(a: Resource, b: Resource) -> None:
     """Objects of two contexts cannot be combined; say so before the driver answers INVALID_HANDLE."""
-    if getattr(b, "context", a.context)._handle != a.context._handle:
+    if getattr(b, "context", a.context).raw_handle != a.context.raw_handle:
         raise ValueError(
             f"{b!r} belongs to {b.context!r} but {a!r} belongs to {a.context!r}: objects of different contexts "
             "cannot be combined; create both in the same context"
@@ -200,10 +187,9 @@ def stream_handle(stream: Stream | None, context: Context) -> int:
     """The CUstream to pass for ``stream`` (0, the legacy default stream, for None), checked."""
     if stream is None:
         return 0
-    if stream._closed:
-        stream._check_open()
-    if stream.context._handle != context._handle:
+    handle = stream.handle  # ClosedError for a closed stream
+    if stream.context.raw_handle != context.raw_handle:
         raise ValueError(
             f"{stream!r} belongs to {stream.context!r}, not {context!r}: use a stream of the same context"
         )
-    return stream._handle
+    return handle

@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import Event, Module, Stream, aio
+from rawcuda import Event, Module, Stream, aio, capture
 
 pytestmark = pytest.mark.gpu
 
@@ -197,7 +197,7 @@ def test_what_cannot_be_awaited(stream: Stream) -> None:
         asyncio.run(unrecorded())
 
     async def capturing() -> None:
-        with stream.capture(), pytest.raises(RuntimeError, match="being captured"):
+        with capture(stream), pytest.raises(RuntimeError, match="being captured"):
             await stream
 
     asyncio.run(capturing())

@@ -1,4 +1,4 @@
-"""rawcuda.kernelbuild and build.py: incremental nvcc builds, the manifest, and the committed PTX.
+"""rawcuda.tools.kernelbuild and build.py: incremental nvcc builds, the manifest, and the committed PTX.
 
 Builds run on copies of kernels/ in temporary directories; the committed PTX in rawcuda/kernels/ is
 only read (ptxas must accept it, the manifest must describe it, and it must be up to date).
@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rawcuda import kernelbuild, kernels, ptx
-from rawcuda.errors import RawCudaError
-from rawcuda.kernelbuild import BuildOptions, Compiler, KernelBuildError
+from rawcuda import kernels, ptx
+from rawcuda.checked.errors import RawCudaError
+from rawcuda.tools import kernelbuild
+from rawcuda.tools.kernelbuild import BuildOptions, Compiler, KernelBuildError
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "kernels"

@@ -7,8 +7,8 @@ import pickle
 import pytest
 
 import rawcuda
-from rawcuda import errors
-from rawcuda.errors import CudaError, OutOfMemoryError, error_class, format_bytes
+from rawcuda.checked import errors
+from rawcuda.checked.errors import CudaError, OutOfMemoryError, error_class, format_bytes
 from rawcuda.ffi.results import STICKY, Result, c_name
 
 

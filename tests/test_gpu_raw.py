@@ -16,9 +16,9 @@ from conftest import run_python
 import rawcuda
 from rawcuda import checked
 from rawcuda.checked import cu
-from rawcuda.ffi import library
 from rawcuda.ffi.constants import DeviceAttribute, JitOption, ProcAddressFlag, ProcAddressQueryResult
-from rawcuda.ffi.table import TABLE
+from rawcuda.ffi.cuda import TABLE
+from rawcuda.ffi.library import dladdr
 from rawcuda.ffi.types import CUuuid
 
 pytestmark = pytest.mark.gpu
@@ -162,7 +162,7 @@ def test_missing_kernel_is_not_found(primary: tuple[c_int, c_void_p]) -> None:
 
 
 def test_get_proc_address_finds_the_tables_symbol(primary: tuple[c_int, c_void_p]) -> None:
-    driver = library.load()
+    driver = cu.library()
     for name in ("cuMemAlloc", "cuCtxCreate", "cuLaunchKernel", "cuMemcpyHtoDAsync", "cuStreamBeginCapture"):
         pfn, status = c_void_p(), c_int()
         cu.cuGetProcAddress(name.encode(), byref(pfn), 13000, ProcAddressFlag.DEFAULT, byref(status))
@@ -178,12 +178,8 @@ def test_get_proc_address_finds_the_tables_symbol(primary: tuple[c_int, c_void_p
 
 def symbol_at(address: int | None) -> str:
     """The exported name nearest to ``address`` (for a readable assertion message)."""
-    info = library._DlInfo()
-    libc = ctypes.CDLL(None)
-    libc.dladdr.argtypes = [c_void_p, ctypes.POINTER(library._DlInfo)]
-    if address and libc.dladdr(address, byref(info)) and info.dli_sname:
-        return info.dli_sname.decode()
-    return "?"
+    info = dladdr(address or 0)
+    return info.dli_sname.decode() if info is not None and info.dli_sname else "?"
 
 
 def test_stub_library_gives_the_stub_error() -> None:

@@ -20,13 +20,13 @@ from pathlib import Path
 import pytest
 from conftest import run_python
 
-from rawcuda import aio, graph, graphexec
-from rawcuda.errors import CudaError, StreamCaptureError
-from rawcuda.ffi import cheader, headercheck
-from rawcuda.ffi.constants import GraphExecUpdateResult
+from rawcuda import aio, graph, graphexec, kernelnode, streamcapture
+from rawcuda.checked.errors import ClosedError, CudaError, StreamCaptureError
+from rawcuda.ffi.constants import GraphExecUpdateResult, GraphNodeType, StreamCaptureMode
 from rawcuda.ffi.results import Result
-from rawcuda.launch import ParamSpec
+from rawcuda.kernelargs import ParamSpec
 from rawcuda.stream import Stream
+from rawcuda.tools import cheader, headercheck
 
 HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
 TICK_S = 0.005
@@ -39,7 +39,7 @@ CONCURRENT = 100
 def test_modules_import_without_a_driver() -> None:
     code = ("import rawcuda.graph, rawcuda.aio\n"
             "from rawcuda.ffi import library\n"
-            "print('loaded:', library.loaded())\n")
+            "print('loaded:', library.LIBCUDA.loaded())\n")
     proc = run_python(code, RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "loaded: None"
@@ -48,9 +48,9 @@ def test_modules_import_without_a_driver() -> None:
 @pytest.mark.skipif(not HEADER.exists(), reason=f"no CUDA header at {HEADER}")
 def test_node_types_match_cuda_h() -> None:
     header = cheader.parse(str(HEADER))
-    enums = {graph.GraphNodeType: ("CUgraphNodeType", "CU_GRAPH_NODE_TYPE_")}
+    enums = {GraphNodeType: ("CUgraphNodeType", "CU_GRAPH_NODE_TYPE_")}
     assert headercheck.check_constants(header, enums=enums, defines={}) == []
-    names = {"CU_GRAPH_NODE_TYPE_" + name for name in graph.GraphNodeType.__members__}
+    names = {"CU_GRAPH_NODE_TYPE_" + name for name in GraphNodeType.__members__}
     assert set(header.enum_of("CUgraphNodeType") or {}) == names  # complete: a new node type shows up here
 
 
@@ -62,14 +62,14 @@ def test_every_update_result_is_explained() -> None:
 @pytest.mark.parametrize("legacy", [None, 0, 1])
 def test_capture_refuses_the_legacy_stream(legacy: object) -> None:
     with pytest.raises(ValueError, match="legacy default stream"):
-        graph.capture(legacy)  # type: ignore[arg-type]
+        streamcapture.capture(legacy)  # type: ignore[arg-type]
 
 
 def test_capture_refuses_other_things() -> None:
     with pytest.raises(TypeError, match=r"rawcuda\.Stream"):
-        graph.capture("stream")  # type: ignore[arg-type]
+        streamcapture.capture("stream")  # type: ignore[arg-type]
     with pytest.raises(ValueError):
-        graph.capture(_stand_in_stream(), mode=7)  # type: ignore[arg-type]
+        streamcapture.capture(_stand_in_stream(), mode=7)  # type: ignore[arg-type]
 
 
 def _stand_in_stream(*, closed: bool = True) -> Stream:
@@ -80,11 +80,12 @@ def _stand_in_stream(*, closed: bool = True) -> Stream:
     return stream
 
 
-def test_stream_capture_delegates_and_checks_the_stream_first() -> None:
+def test_capture_checks_the_stream_first() -> None:
     stream = _stand_in_stream()
-    cap = stream.capture()
-    assert isinstance(cap, graph.Capture) and cap.stream is stream and cap.mode == graph.StreamCaptureMode.THREAD_LOCAL
-    with pytest.raises(graph.ClosedError, match="closed"), cap:
+    cap = streamcapture.capture(stream)
+    assert isinstance(cap, streamcapture.Capture) and cap.stream is stream
+    assert cap.mode == StreamCaptureMode.THREAD_LOCAL
+    with pytest.raises(ClosedError, match="closed"), cap:
         pass
 
 
@@ -99,22 +100,22 @@ def test_topological_order() -> None:
 
 def test_decode_arg() -> None:
     address = 0x7F12_3456_7800
-    assert graph.decode_arg(address.to_bytes(8, "little"), ParamSpec("int", 8, "u64")) == address
-    assert graph.decode_arg((-5).to_bytes(4, "little", signed=True), ParamSpec("int", 4, "s32")) == -5
-    assert graph.decode_arg((2**32 - 5).to_bytes(4, "little"), ParamSpec("int", 4, "u32")) == 2**32 - 5
-    assert graph.decode_arg(struct.pack("<f", 1.5), ParamSpec("float", 4, "f32")) == 1.5
-    assert graph.decode_arg(struct.pack("<d", -0.25), ParamSpec("float", 8, "f64")) == -0.25
-    assert graph.decode_arg(b"\x01\x02\x03", ParamSpec("bytes", 3, "b8[3]")) == b"\x01\x02\x03"
+    assert kernelnode.decode_arg(address.to_bytes(8, "little"), ParamSpec("int", 8, "u64")) == address
+    assert kernelnode.decode_arg((-5).to_bytes(4, "little", signed=True), ParamSpec("int", 4, "s32")) == -5
+    assert kernelnode.decode_arg((2**32 - 5).to_bytes(4, "little"), ParamSpec("int", 4, "u32")) == 2**32 - 5
+    assert kernelnode.decode_arg(struct.pack("<f", 1.5), ParamSpec("float", 4, "f32")) == 1.5
+    assert kernelnode.decode_arg(struct.pack("<d", -0.25), ParamSpec("float", 8, "f64")) == -0.25
+    assert kernelnode.decode_arg(b"\x01\x02\x03", ParamSpec("bytes", 3, "b8[3]")) == b"\x01\x02\x03"
 
 
 def test_capture_errors_get_the_stream_hint_once() -> None:
     error = StreamCaptureError(Result.ERROR_STREAM_CAPTURE_UNSUPPORTED, call="cuCtxSynchronize")
-    assert graph.CAPTURE_HINT not in str(error)
-    assert graph._add_capture_hint(error) is error
-    graph._add_capture_hint(error)
-    assert str(error).count(graph.CAPTURE_HINT) == 1 and "buf.copy_from(a)" in str(error)
+    assert streamcapture.CAPTURE_HINT not in str(error)
+    assert streamcapture._add_capture_hint(error) is error
+    streamcapture._add_capture_hint(error)
+    assert str(error).count(streamcapture.CAPTURE_HINT) == 1 and "buf.copy_from(a)" in str(error)
     other = CudaError(Result.ERROR_INVALID_VALUE, call="cuX")
-    assert graph._add_capture_hint(other) is other and graph.CAPTURE_HINT not in str(other)
+    assert streamcapture._add_capture_hint(other) is other and streamcapture.CAPTURE_HINT not in str(other)
 
 
 # --- rawcuda.aio: the host function and its registry -------------------------------------------------------

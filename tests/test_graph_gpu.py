@@ -13,10 +13,11 @@ import pytest
 
 import rawcuda
 from rawcuda import Context, DeviceBuffer, GraphError, Module, PinnedBuffer, Stream, StreamCaptureError, ops
-from rawcuda.errors import ClosedError
+from rawcuda.checked.errors import ClosedError
 from rawcuda.ffi.constants import StreamCaptureStatus
-from rawcuda.graph import Graph, GraphExec, KernelNode, capture, capture_status
-from rawcuda.launch import ArgumentError
+from rawcuda.graph import Graph, GraphExec, KernelNode
+from rawcuda.kernelargs import ArgumentError
+from rawcuda.streamcapture import capture, capture_status
 
 pytestmark = pytest.mark.gpu
 
@@ -138,7 +139,7 @@ def test_replay_gives_exactly_what_stream_launches_give(rng: np.random.Generator
 
     poison(stream, *p.outs)
     stream.synchronize()
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         p.run(stream)
     assert all(np.isnan(r).all() for r in p.results(stream)), "capture must record the work, not run it"
     assert capture_status(stream) == StreamCaptureStatus.NONE
@@ -165,7 +166,7 @@ def test_replay_gives_exactly_what_stream_launches_give(rng: np.random.Generator
 def test_captured_kernel_nodes_in_launch_order(rng: np.random.Generator, stream: Stream) -> None:
     p = Pipeline(rng)
     p.run(stream)  # warm-up outside the capture (loads the kernels)
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         p.run(stream)
     nodes = graph.kernel_nodes()
     expected = []
@@ -183,7 +184,7 @@ def test_captured_kernel_nodes_in_launch_order(rng: np.random.Generator, stream:
 def test_updating_the_third_kernel_changes_the_result(rng: np.random.Generator, stream: Stream) -> None:
     p = Pipeline(rng)
     p.run(stream)  # warm-up outside the capture (loads the kernels)
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         p.run(stream)
     exec_ = graph.instantiate()
     third = exec_.kernel_nodes()[2]  # matmul(outs[2], outs[1], W1)
@@ -217,7 +218,7 @@ def test_set_kernel_args_on_a_simple_graph(rng: np.random.Generator, stream: Str
     a, b, d = (rng.standard_normal(N, dtype=np.float32) for _ in range(3))
     da, db, dd = (DeviceBuffer.from_array(v) for v in (a, b, d))
     dc = DeviceBuffer.empty(N)
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         vector_add.launch(grid_for(N), BLOCK, dc, da, db, N, stream=stream)
     exec_ = graph.instantiate()
     poison(stream, dc)
@@ -237,7 +238,7 @@ def test_every_replay_runs_once(stream: Stream) -> None:
     saxpy.launch(1, BLOCK, 0, 0.0, 0, 0)  # warm-up outside the capture (n = 0: does nothing)
     ones = DeviceBuffer.from_array(np.ones(N, np.float32))
     y = DeviceBuffer.zeros(N, np.float32)
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         saxpy.launch(grid_for(N), BLOCK, y, 1.0, ones, N, stream=stream)  # y += 1
     exec_ = graph.instantiate()
     exec_.upload(stream)
@@ -254,7 +255,7 @@ def test_async_copies_and_memsets_are_recorded(rng: np.random.Generator, stream:
     host_out = PinnedBuffer(N, np.float32)
     b = rng.standard_normal(N, dtype=np.float32)
     da, db, dc = DeviceBuffer.empty(N), DeviceBuffer.from_array(b), DeviceBuffer.empty(N)
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         dc.fill(NAN, stream=stream)
         da.copy_from(host_in, stream=stream)
         vector_add.launch(grid_for(N), BLOCK, dc, da, db, N, stream=stream)
@@ -313,11 +314,11 @@ def test_exec_update_takes_a_same_shaped_graph_and_names_why_it_refuses(
     a, b, d = (rng.standard_normal(N, dtype=np.float32) for _ in range(3))
     da, db, dd = (DeviceBuffer.from_array(v) for v in (a, b, d))
     dc = DeviceBuffer.empty(N)
-    with stream.capture() as first:
+    with capture(stream) as first:
         vector_add.launch(grid_for(N), BLOCK, dc, da, db, N, stream=stream)
-    with stream.capture() as second:
+    with capture(stream) as second:
         vector_add.launch(grid_for(N), BLOCK, dc, da, dd, N, stream=stream)
-    with stream.capture() as longer:
+    with capture(stream) as longer:
         vector_add.launch(grid_for(N), BLOCK, dc, da, db, N, stream=stream)
         vector_add.launch(grid_for(N), BLOCK, dc, dc, dd, N, stream=stream)
     exec_ = first.instantiate()
@@ -362,7 +363,7 @@ def test_forbidden_calls_inside_capture_say_what_to_do(action: str, rng: np.rand
     assert graph.closed and capture_status(stream) == StreamCaptureStatus.NONE
     # Nothing is left half-captured: the stream works, and captures again.
     buf.copy_from(host, stream=stream)
-    with stream.capture() as again:
+    with capture(stream) as again:
         vector_add.launch(grid_for(N), BLOCK, buf, buf, buf, N, stream=stream)
     again.instantiate().launch(stream)
     np.testing.assert_array_equal(buf.to_array(stream=stream), host + host)
@@ -385,7 +386,7 @@ def test_an_exception_in_the_body_ends_the_capture_and_propagates(stream: Stream
 
 
 def test_a_graph_is_usable_only_after_its_capture(stream: Stream) -> None:
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         with pytest.raises(RuntimeError, match="still being captured"):
             graph.instantiate()
         with pytest.raises(RuntimeError, match="already capturing"), stream.capture():
@@ -402,7 +403,7 @@ def test_closing_the_context_closes_executables_and_graphs_first(rng: np.random.
     a = rng.standard_normal(N, dtype=np.float32)
     da, dc = DeviceBuffer.from_array(a, ctx), DeviceBuffer.empty(N, np.float32, ctx)
     fn.launch(grid_for(N), BLOCK, dc, da, da, N, stream=stream)  # warm-up outside the capture
-    with stream.capture() as graph:
+    with capture(stream) as graph:
         fn.launch(grid_for(N), BLOCK, dc, da, da, N, stream=stream)
     exec_ = GraphExec(graph)
     exec_.launch(stream)

@@ -13,12 +13,12 @@ from pathlib import Path
 
 import pytest
 
-from rawcuda.ffi import cheader, headercheck
 from rawcuda.ffi.constants import C_DEFINES, C_ENUMS, StreamFlag
+from rawcuda.ffi.cuda import SECTIONS, TABLE
+from rawcuda.ffi.decl import Decl, decl
 from rawcuda.ffi.results import Result
-from rawcuda.ffi.table import SECTIONS, TABLE
-from rawcuda.ffi.table.decl import Decl, decl
 from rawcuda.ffi.types import STRUCTS, CUdeviceptr, CUmemLocation, P
+from rawcuda.tools import cheader, headercheck
 
 HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
 pytestmark = pytest.mark.skipif(not HEADER.exists(), reason=f"no CUDA header at {HEADER} (set CUDA_HOME)")

@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 
 from rawcuda import ClosedError, ptx
+from rawcuda.devicebuffer import DeviceBuffer, exact_element
 from rawcuda.function import _dims
-from rawcuda.launch import ArgPacker, ArgumentError, ParamSpec
-from rawcuda.memory import DeviceBuffer, exact_element
+from rawcuda.kernelargs import ArgPacker, ArgumentError, ParamSpec
 from rawcuda.module import image_kind, max_ptx_isa
 
 PTX = """

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 from conftest import run_python
 
+from rawcuda.checked.errors import DriverNotFoundError
 from rawcuda.ffi import library
 
 FAKE_OOM_FREE = 1 << 30  # what the fake's cuMemGetInfo reports as free
@@ -28,27 +29,27 @@ def run_json(code: str, **env: str) -> dict:
 
 def test_import_never_touches_the_driver(fake_libcuda: Path) -> None:
     result = run_json(
-        "import json, rawcuda, rawcuda.checked, rawcuda.ffi.table\n"
+        "import json, rawcuda, rawcuda.checked, rawcuda.ffi.cuda\n"
         "from rawcuda.ffi import library\n"
         "maps = open('/proc/self/maps').read()\n"
-        "print(json.dumps({'loaded': library.loaded() is not None, 'mapped': 'fakecuda' in maps}))",
+        "print(json.dumps({'loaded': library.LIBCUDA.loaded() is not None, 'mapped': 'fakecuda' in maps}))",
         RAWCUDA_LIBCUDA=str(fake_libcuda),
     )
     assert result == {"loaded": False, "mapped": False}
 
 
 def test_candidates_follow_the_documented_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(library.ENV_VAR, raising=False)
-    assert library.candidates() == ["libcuda.so.1", "libcuda.so", "/usr/lib/wsl/lib/libcuda.so.1"]
-    monkeypatch.setenv(library.ENV_VAR, "/opt/driver/libcuda.so.1")
-    assert library.candidates() == ["/opt/driver/libcuda.so.1"]  # an explicit choice is the only one
+    monkeypatch.delenv(library.LIBCUDA.env_var, raising=False)
+    assert library.LIBCUDA.candidates() == ["libcuda.so.1", "libcuda.so", "/usr/lib/wsl/lib/libcuda.so.1"]
+    monkeypatch.setenv(library.LIBCUDA.env_var, "/opt/driver/libcuda.so.1")
+    assert library.LIBCUDA.candidates() == ["/opt/driver/libcuda.so.1"]  # an explicit choice is the only one
 
 
 def test_driver_not_found_lists_every_candidate_and_why() -> None:
-    with pytest.raises(OSError) as info:  # DriverNotFoundError is an OSError too
-        library._open_first(["/nonexistent/libcuda.so.1", "libdefinitely-not-cuda.so"])
-    err = info.value
-    assert type(err).__name__ == "DriverNotFoundError"
+    with pytest.raises(library.LibraryNotFoundError) as info:  # layer 0 says what happened ...
+        library.LIBCUDA.open_first(["/nonexistent/libcuda.so.1", "libdefinitely-not-cuda.so"])
+    err = DriverNotFoundError.from_search(info.value)  # ... layer 1 says how to fix it
+    assert isinstance(err, OSError) and err.tried == info.value.tried
     assert [name for name, _ in err.tried] == ["/nonexistent/libcuda.so.1", "libdefinitely-not-cuda.so"]
     text = str(err)
     assert "/nonexistent/libcuda.so.1: " in text and "No such file" in text
@@ -157,7 +158,7 @@ def test_a_name_outside_the_table_is_an_attribute_error() -> None:
 
 def test_resolved_path_names_the_real_file(fake_libcuda: Path) -> None:
     result = run_json(
-        "import json\nfrom rawcuda.ffi import library\nd = library.load()\n"
+        "import json\nfrom rawcuda.checked import cu\nd = cu.library()\n"
         "print(json.dumps({'path': d.path, 'requested': d.requested}))",
         RAWCUDA_LIBCUDA=str(fake_libcuda),
     )

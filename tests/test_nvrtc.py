@@ -24,8 +24,15 @@ from conftest import run_python
 
 import rawcuda
 from rawcuda import nvrtc
-from rawcuda.ffi import cheader, headercheck, nvrtc_table
-from rawcuda.ffi.nvrtc_table import TABLE, NvrtcResult, decl
+from rawcuda.checked import nv
+from rawcuda.checked.errors import NvrtcNotFoundError
+from rawcuda.ffi import library
+from rawcuda.ffi import nvrtc as nvrtc_table
+from rawcuda.ffi.decl import Decl, index
+from rawcuda.ffi.library import LIBNVRTC
+from rawcuda.ffi.nvrtc import TABLE, decl
+from rawcuda.ffi.results import NvrtcResult
+from rawcuda.tools import cheader, headercheck
 
 REAL_HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "nvrtc.h"
 
@@ -140,7 +147,7 @@ WRONG_ROWS = [
 
 
 @pytest.mark.parametrize(("row", "expected"), WRONG_ROWS)
-def test_checker_reports_a_wrong_row(style_header: cheader.Header, row: nvrtc_table.NvrtcDecl,
+def test_checker_reports_a_wrong_row(style_header: cheader.Header, row: Decl,
                                      expected: str | None) -> None:
     problems = headercheck.check_nvrtc(style_header, table=[row])
     if expected is None:
@@ -166,8 +173,8 @@ def test_a_row_must_say_what_it_returns() -> None:
         decl("const char *nvrtcGetErrorString(nvrtcResult result)", "nvrtcGetErrorString", ctypes.c_int)
     with pytest.raises(ValueError, match="2 parameters but 1"):
         decl("nvrtcResult nvrtcVersion(int *major, int *minor)", "nvrtcVersion", ctypes.POINTER(ctypes.c_int))
-    with pytest.raises(ValueError, match="not an 'nvrtcResult"):
-        decl("CUresult cuInit(unsigned int Flags)", "cuInit", ctypes.c_uint)
+    with pytest.raises(ValueError, match="not a function of the NVRTC table"):
+        index([decl("CUresult cuInit(unsigned int Flags)", "cuInit", ctypes.c_uint)], "NVRTC", nvrtc_table.RETURNS)
     assert TABLE["nvrtcGetErrorString"].restype is ctypes.c_char_p and not TABLE["nvrtcGetErrorString"].checked
     assert all(row.checked for name, row in TABLE.items() if name != "nvrtcGetErrorString")
 
@@ -207,24 +214,24 @@ def test_cuda_h_parsing_is_unchanged_by_the_nvrtc_pattern() -> None:
 
 # --- finding libnvrtc ------------------------------------------------------------------------------------------
 def test_candidates_follow_the_documented_order(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv(nvrtc.ENV_VAR, raising=False)
+    monkeypatch.delenv(LIBNVRTC.env_var, raising=False)
     monkeypatch.setenv("CUDA_HOME", "/opt/cuda-x")
-    names = nvrtc.candidates()
+    names = LIBNVRTC.candidates()
     assert names[:3] == ["libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so"]
-    assert names[3:6] == [f"/opt/cuda-x/lib64/{n}" for n in nvrtc.SONAMES]
+    assert names[3:6] == [f"/opt/cuda-x/lib64/{n}" for n in library.NVRTC_SONAMES]
     assert "/usr/local/cuda/lib64/libnvrtc.so.13" in names
     assert "/usr/local/cuda/targets/x86_64-linux/lib/libnvrtc.so.13" in names
-    monkeypatch.setenv(nvrtc.ENV_VAR, "/somewhere/libnvrtc.so.13")
-    assert nvrtc.candidates() == ["/somewhere/libnvrtc.so.13"]  # an explicit choice is the only one
+    monkeypatch.setenv(LIBNVRTC.env_var, "/somewhere/libnvrtc.so.13")
+    assert LIBNVRTC.candidates() == ["/somewhere/libnvrtc.so.13"]  # an explicit choice is the only one
 
 
 def test_not_found_lists_every_candidate_and_why(tmp_path: Path) -> None:
     bad = tmp_path / "libnvrtc.so.13"
     bad.write_text("not a shared library")
     names = ["libdefinitely-not-nvrtc.so", str(bad), "/no/such/dir/libnvrtc.so.13", "/no/such/dir/libnvrtc.so"]
-    with pytest.raises(nvrtc.NvrtcNotFoundError) as info:
-        nvrtc._open_first(names)
-    err = info.value
+    with pytest.raises(library.LibraryNotFoundError) as info:
+        LIBNVRTC.open_first(names)
+    err = NvrtcNotFoundError.from_search(info.value)
     assert isinstance(err, rawcuda.RawCudaError) and isinstance(err, OSError)
     assert [name for name, _ in err.tried] == names
     text = str(err)
@@ -235,11 +242,11 @@ def test_not_found_lists_every_candidate_and_why(tmp_path: Path) -> None:
 
 def test_first_use_without_libnvrtc_raises_not_found() -> None:
     proc = run_python(
-        "import json, rawcuda.nvrtc as nv\n"
+        "import json, rawcuda, rawcuda.nvrtc as nv\n"
         "out = {}\n"
         "for what, call in (('compile', lambda: nv.compile('__global__ void k() {}')), ('version', nv.version)):\n"
         "    try:\n        call()\n"
-        "    except nv.NvrtcNotFoundError as e:\n        out[what] = str(e)\n"
+        "    except rawcuda.NvrtcNotFoundError as e:\n        out[what] = str(e)\n"
         "print(json.dumps(out))\n",
         RAWCUDA_LIBNVRTC="/nonexistent/libnvrtc.so.13",
     )
@@ -397,11 +404,12 @@ def fake_nvrtc(tmp_path_factory: pytest.TempPathFactory) -> Path:
 @pytest.fixture
 def fake(fake_nvrtc: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ctypes.CDLL]:
     """rawcuda.nvrtc pointed at the fake for one test (a fresh library handle and a fresh binding namespace)."""
-    monkeypatch.setenv(nvrtc.ENV_VAR, str(fake_nvrtc))
-    monkeypatch.setattr(nvrtc, "_library", None)
-    monkeypatch.setattr(nvrtc, "nv", nvrtc._Functions())
-    yield nvrtc.load().handle
-    assert nvrtc.load().handle.fake_live_programs() == 0, "a program was not destroyed"
+    monkeypatch.setenv(LIBNVRTC.env_var, str(fake_nvrtc))
+    nv.reset()  # a fresh library handle and fresh bindings, for this test only
+    yield nv.library().handle
+    live = nv.library().handle.fake_live_programs()
+    nv.reset()
+    assert live == 0, "a program was not destroyed"
 
 
 def test_fake_version_and_archs(fake: ctypes.CDLL, fake_nvrtc: Path) -> None:

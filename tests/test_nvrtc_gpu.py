@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 from rawcuda import Device, DeviceBuffer, Module, nvrtc
-from rawcuda.ffi.nvrtc_table import NvrtcResult
+from rawcuda.ffi.results import NvrtcResult
 
 pytestmark = pytest.mark.gpu
 

@@ -17,7 +17,7 @@ import rawcuda
 from rawcuda import Context, Device, DeviceBuffer, Event, ManagedBuffer, Module, PinnedBuffer, Stream
 from rawcuda.context import default_context
 from rawcuda.ffi.constants import CtxFlag, DeviceAttribute, FunctionAttribute, HostAllocFlag, StreamFlag
-from rawcuda.launch import ArgumentError
+from rawcuda.kernelargs import ArgumentError
 
 pytestmark = pytest.mark.gpu
 

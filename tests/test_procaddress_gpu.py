@@ -8,9 +8,8 @@ from ctypes import c_void_p
 import pytest
 from conftest import run_python
 
-from rawcuda.ffi import library
-from rawcuda.ffi.constants import ProcAddressFlag, ProcAddressQueryResult
-from rawcuda.procaddress import (
+from rawcuda.checked import cu
+from rawcuda.checked.procaddress import (
     ProcAddressError,
     describe,
     driver_cuda_version,
@@ -18,6 +17,7 @@ from rawcuda.procaddress import (
     proc_address,
     table_address,
 )
+from rawcuda.ffi.constants import ProcAddressFlag, ProcAddressQueryResult
 
 pytestmark = pytest.mark.gpu
 
@@ -33,7 +33,7 @@ CUDA_10_0 = 10000  # before virtual memory management (CUDA 10.2)
 
 def dlsym(symbol: str) -> int | None:
     try:
-        return ctypes.cast(library.load().handle[symbol], c_void_p).value
+        return ctypes.cast(cu.library().handle[symbol], c_void_p).value
     except AttributeError:
         return None
 
@@ -77,7 +77,7 @@ import ctypes
 from ctypes import byref, c_int, c_ulonglong, c_void_p, POINTER
 import rawcuda
 from rawcuda.checked import cu
-from rawcuda.procaddress import proc_address
+from rawcuda.checked.procaddress import proc_address
 ctx = rawcuda.default_context(); ctx.activate()
 graph, exec_ = c_void_p(), c_void_p()
 cu.cuGraphCreate(byref(graph), 0)

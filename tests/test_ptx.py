@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from rawcuda import ptx
-from rawcuda.errors import RawCudaError
+from rawcuda.checked.errors import RawCudaError
 
 NVCC_FLAGS = ["--ptx", "-arch=compute_80"]
 

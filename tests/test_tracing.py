@@ -26,8 +26,9 @@ with rawcuda.trace(file=out):
     except rawcuda.OutOfMemoryError:
         pass
     slot = checked.hot_slot("cuLaunchKernel")
-    slot[0](ctypes.c_void_p(0x7f00aabbcc00), *[ctypes.c_uint(1)] * 7, ctypes.c_void_p(0), (ctypes.c_void_p * 1)(), None)
-after = type(cu.cuInit).__name__, type(cu.cuMemAlloc).__name__, type(slot[0]).__name__
+    args = [ctypes.c_uint(1)] * 7
+    slot.call(ctypes.c_void_p(0x7f00aabbcc00), *args, ctypes.c_void_p(0), (ctypes.c_void_p * 1)(), None)
+after = type(cu.cuInit).__name__, type(cu.cuMemAlloc).__name__, type(slot.call).__name__
 print(json.dumps({"bare": bare, "inside": inside, "after": after, "lines": out.getvalue().splitlines()}))
 """
 
@@ -57,7 +58,7 @@ def test_environment_variable_traces_the_whole_process(fake_libcuda: Path) -> No
 
 
 def test_short_handles() -> None:
-    from rawcuda.tracing import short_handle
+    from rawcuda.checked.tracing import short_handle
 
     assert short_handle(0) == "NULL" and short_handle(0x1234) == "0x1234"
     assert short_handle(0x7F3A2C001200) == "0x…001200"

@@ -14,7 +14,7 @@ from rawcuda.checked import cu
 from rawcuda.context import default_context
 from rawcuda.ffi.constants import DeviceAttribute, MemAccessFlag, MemGranularity, MemLocationType
 from rawcuda.ffi.types import CUmemLocation
-from rawcuda.vmm import CapacityError, GrowableBuffer, allocation_granularity, copy_grow, round_up
+from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow, round_up
 
 pytestmark = pytest.mark.gpu
 

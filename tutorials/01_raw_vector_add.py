@@ -18,7 +18,6 @@ from _tutorial import Tutorial, run
 
 from rawcuda import kernels
 from rawcuda.checked import cu
-from rawcuda.ffi import library
 from rawcuda.ffi.constants import CtxFlag, DeviceAttribute, FunctionAttribute, JitOption, StreamFlag
 
 N = 1_000_000  # the seed's n
@@ -30,7 +29,7 @@ FLOAT_BYTES = 4
 
 def main(t: Tutorial) -> None:
     t.step("dlopen libcuda (the first thing that touches the driver; `import rawcuda` did not)")
-    driver = library.load()
+    driver = cu.library()
     t.say(f"opened {driver.requested!r} -> {driver.path}")
 
     t.step("cuInit(0): must precede every other driver call")

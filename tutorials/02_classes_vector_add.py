@@ -16,7 +16,7 @@ from _tutorial import Tutorial, run
 import rawcuda
 from rawcuda import Context, Device, DeviceBuffer, Module, Stream
 from rawcuda.ffi.constants import CtxFlag, StreamFlag
-from rawcuda.launch import ArgumentError
+from rawcuda.kernelargs import ArgumentError
 
 N = 1_000_000
 BLOCK = 256

@@ -18,8 +18,9 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Module, kernelbuild, ptx
+from rawcuda import DeviceBuffer, Module, ptx
 from rawcuda.module import max_ptx_isa
+from rawcuda.tools import kernelbuild
 
 ROOT = Path(__file__).resolve().parent.parent
 N = 100_003

@@ -4,7 +4,7 @@ The seed article: "when the number of kernel calls reaches the hundreds, the lau
 ~5-10 us). CUDA Graphs capture the whole launch sequence as a graph and replay it as a single operation
 ... in a typical transformer inference pipeline (10 matmul kernels + 5 element-wise operations) the
 end-to-end latency drops by 15%-25%." cust has no wrapper for graphs, so the seed falls back to
-hand-written FFI. rawcuda's is ``rawcuda/graph.py`` over the rows of ``rawcuda/ffi/table/graph.py``.
+hand-written FFI. rawcuda's is ``rawcuda/graph.py`` over the rows of ``rawcuda/ffi/cuda/graph.py``.
 
 This tutorial builds exactly that pipeline -- 5 layers of ``act(x @ Wa) @ Wb`` -- runs it with ordinary
 launches, captures the *same Python code* into a graph, replays it, proves the replay computes the same
@@ -24,7 +24,7 @@ from _tutorial import Tutorial, run
 
 from rawcuda import Device, DeviceBuffer, Stream, StreamCaptureError, ops
 from rawcuda.ffi.constants import StreamCaptureStatus
-from rawcuda.graph import capture, capture_status
+from rawcuda.streamcapture import capture, capture_status
 
 TOKENS = 64  # rows of activations: a small batch, where launch overhead matters most
 HIDDEN = 256
@@ -123,10 +123,10 @@ def main(t: Tutorial) -> None:
     t.check(close_to(launched[-1], p.reference(p.x_host, p.w_host)),
             f"the output matches numpy within {TOLERANCE:g} of its largest value")
 
-    t.step("capture: the same Python code inside `with stream.capture() as graph:` records instead of running")
+    t.step("capture: the same Python code inside `with capture(stream) as graph:` records instead of running")
     p.poison(stream)
     stream.synchronize()
-    with stream.capture() as graph:  # cuStreamBeginCapture ... cuStreamEndCapture
+    with capture(stream) as graph:  # cuStreamBeginCapture ... cuStreamEndCapture
         p.run(stream)
     t.check(all(np.isnan(r).all() for r in p.results(stream)), "nothing ran: every output is still NaN")
     nodes = graph.kernel_nodes()  # cuGraphGetNodes + cuGraphGetEdges, kernel nodes via cuGraphNodeGetType
@@ -174,7 +174,7 @@ def main(t: Tutorial) -> None:
     except ValueError as exc:
         refused.append(f"capture(None) -> ValueError: {exc}")
     try:
-        with stream.capture():
+        with capture(stream):
             p.x.copy_from(fresh)  # no stream=: rawcuda synchronizes the context around it
     except StreamCaptureError as exc:
         first, hint = str(exc).splitlines()[:2]

@@ -24,7 +24,7 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 from rawcuda import Device, DeviceBuffer, Module, nvrtc
-from rawcuda.procaddress import describe, driver_function_name, proc_address, table_address
+from rawcuda.checked.procaddress import describe, driver_function_name, proc_address, table_address
 
 N = 1_000_003
 BLOCK = 256

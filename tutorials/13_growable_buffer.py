@@ -9,7 +9,7 @@ pointer goes stale. VMM reserves *addresses* once and maps *memory* into them ch
     cuMemAddressReserve  ->  cuMemCreate  ->  cuMemMap  ->  cuMemSetAccess   (repeat the last three to grow)
     teardown: cuMemUnmap -> cuMemRelease -> cuMemAddressFree
 
-``rawcuda.vmm.GrowableBuffer`` does exactly that, and hands out ordinary DeviceBuffer views.
+``rawcuda.growable.GrowableBuffer`` does exactly that, and hands out ordinary DeviceBuffer views.
 
 Run:  python tutorials/13_growable_buffer.py [--step]
 """
@@ -25,7 +25,7 @@ import rawcuda
 from rawcuda import Device, DeviceBuffer, ops
 from rawcuda.context import default_context
 from rawcuda.ffi.constants import DeviceAttribute, MemGranularity
-from rawcuda.vmm import CapacityError, GrowableBuffer, allocation_granularity, copy_grow
+from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow
 
 GIB = 1 << 30
 MIB = 1 << 20

@@ -3,7 +3,7 @@
 Why not just write ``cuStreamCreate(byref(s), 1)``? Because nobody reading that knows the ``1`` means
 ``CU_STREAM_NON_BLOCKING`` -- a flag that decides whether your stream races the legacy default stream.
 Every number rawcuda sends has a name here, and each class records the C enum (or ``#define`` family)
-it mirrors so that ``rawcuda.ffi.headercheck`` can prove the value against cuda.h.
+it mirrors so that ``rawcuda.tools.headercheck`` can prove the value against cuda.h.
 
 Member names drop the C prefix: ``StreamFlag.NON_BLOCKING`` is ``CU_STREAM_NON_BLOCKING``.
 Flags are ``IntFlag`` (they combine with ``|``); choices are ``IntEnum``. Both pass straight to ctypes.

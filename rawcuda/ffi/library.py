@@ -1,10 +1,14 @@
-"""Layer 0: find libcuda and open it -- lazily, and with an error that says what was tried.
+"""Layer 0: find a shared library and open it -- lazily, remembering what was tried and why it failed.
+
+One loader serves both libraries rawcuda talks to: the driver (``libcuda``) and the runtime compiler
+(``libnvrtc``). Each is a :class:`Library` -- where to look, which environment variable overrides that,
+and one symbol the library must export -- opened on first use, once per process.
 
 Why lazily? ``import rawcuda`` must work on a laptop, in CI and in a docs build, none of which has a
-GPU. So nothing here runs at import: the first driver call opens the library (``dlopen``), and only then.
-PyCUDA's habit of creating a context at import time is exactly what we avoid.
+GPU. So nothing here runs at import: the first call that needs the library opens it (``dlopen``), and
+only then. PyCUDA's habit of creating a context at import time is exactly what we avoid.
 
-Where do we look, and why in this order?
+Where do we look for libcuda, and why in this order?
 
 1. ``$RAWCUDA_LIBCUDA`` -- a path you chose. If it is set it is the *only* candidate: silently falling
    back to another libcuda would hide the mistake you are trying to debug (a test pointing at the
@@ -15,7 +19,14 @@ Where do we look, and why in this order?
    why it comes after the soname.
 4. ``/usr/lib/wsl/lib/libcuda.so.1`` -- where WSL2 mounts the Windows driver's libcuda.
 
-(On Windows the driver library is ``nvcuda.dll``.)
+(On Windows the driver library is ``nvcuda.dll``.) libnvrtc: ``$RAWCUDA_LIBNVRTC`` alone when set; else
+its sonames newest first (the soname carries the CUDA major version, and one process may see several),
+first through the loader's own search, then in the toolkit's library directories (``$CUDA_HOME/lib64``,
+``/usr/local/cuda/...``), which the loader often does not know about.
+
+A library that cannot be found raises :class:`LibraryNotFoundError` with every candidate and why it
+failed. Layer 1 turns that into the error a user reads (``DriverNotFoundError``, ``NvrtcNotFoundError``),
+which says how to fix it; this layer only knows what happened.
 """
 
 from __future__ import annotations
@@ -24,114 +35,169 @@ import ctypes
 import os
 import sys
 import threading
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from typing import NamedTuple
 
-from ..errors import DriverNotFoundError
+NO_FILE = "no such file"
+NO_DIRECTORY = "no such directory"
 
-ENV_VAR = "RAWCUDA_LIBCUDA"
+LIBCUDA_ENV_VAR = "RAWCUDA_LIBCUDA"
 SONAME = "libcuda.so.1"
 UNVERSIONED = "libcuda.so"
 WSL_PATH = "/usr/lib/wsl/lib/libcuda.so.1"
 WINDOWS_NAME = "nvcuda.dll"
 
+NVRTC_ENV_VAR = "RAWCUDA_LIBNVRTC"
+NVRTC_SONAMES = ("libnvrtc.so.13", "libnvrtc.so.12", "libnvrtc.so")
+NVRTC_WINDOWS_NAMES = ("nvrtc64_130_0.dll", "nvrtc64_120_0.dll")
+#: Where toolkits put their libraries when the loader's search path does not include them.
+TOOLKIT_DIRS = ("/usr/local/cuda/lib64", "/usr/local/cuda/targets/x86_64-linux/lib")
 
-@dataclass(frozen=True)
-class Driver:
-    """The opened library: the ctypes handle, the name we asked for, and the file it really is."""
+
+class Opened(NamedTuple):
+    """An opened library: the ctypes handle, the name we asked for, and the file it really is."""
 
     handle: ctypes.CDLL
     requested: str
     path: str
 
 
-def candidates() -> list[str]:
-    """The names or paths we will try, in order (see the module docstring for why this order)."""
-    chosen = os.environ.get(ENV_VAR)
-    if chosen:
-        return [chosen]
+class LibraryNotFoundError(OSError):
+    """No candidate of a :class:`Library` could be opened; ``tried`` is (candidate, why) for each."""
+
+    def __init__(self, library: Library, tried: Sequence[tuple[str, str]], env_set: bool) -> None:
+        self.library = library
+        self.tried = list(tried)
+        self.env_set = env_set
+        super().__init__(f"could not load {library.name} (tried {', '.join(name for name, _ in self.tried)})")
+
+
+class Library:
+    """A shared library opened on first use: ``LIBCUDA.load()`` opens it once; later calls return the same."""
+
+    def __init__(self, name: str, env_var: str, probe: str, search: Callable[[], list[str]]) -> None:
+        self.name = name
+        self.env_var = env_var
+        self.probe = probe  # a symbol it exports: dladdr of it names the file that was really opened
+        self._search = search
+        self._lock = threading.Lock()
+        self._opened: Opened | None = None
+
+    def candidates(self) -> list[str]:
+        """The names or paths to try, in order: the environment variable alone when set."""
+        chosen = os.environ.get(self.env_var)
+        return [chosen] if chosen else self._search()
+
+    def load(self) -> Opened:
+        """Open the library (once per process); :class:`LibraryNotFoundError` when no candidate opens."""
+        opened = self._opened
+        if opened is not None:
+            return opened
+        with self._lock:
+            if self._opened is None:
+                self._opened = self.open_first(self.candidates())
+            return self._opened
+
+    def loaded(self) -> Opened | None:
+        """The library if it has been opened already, else None (never opens it)."""
+        return self._opened
+
+    def reset(self) -> None:
+        """Forget the opened library, so that the next :meth:`load` searches again (tests point the
+        environment variable elsewhere; ctypes cannot really unload a library, so nothing is closed)."""
+        with self._lock:
+            self._opened = None
+
+    def open_first(self, names: Sequence[str]) -> Opened:
+        """dlopen the first of ``names`` that opens, or raise with every (name, why it failed)."""
+        tried: list[tuple[str, str]] = []
+        for name in names:
+            folder = os.path.dirname(name)
+            if folder and not os.path.exists(name):  # a path: say plainly what is missing, without dlopen's echo
+                tried.append((name, NO_FILE if os.path.isdir(folder) else NO_DIRECTORY))
+                continue
+            try:
+                handle = ctypes.CDLL(name)
+            except OSError as exc:
+                why = str(exc) or type(exc).__name__
+                tried.append((name, why.removeprefix(f"{name}: ")))  # dlerror() starts with the name again
+                continue
+            return Opened(handle=handle, requested=name, path=resolved_path(handle, name, self.probe))
+        raise LibraryNotFoundError(self, tried, env_set=bool(os.environ.get(self.env_var)))
+
+    def __repr__(self) -> str:
+        return f"<Library {self.name} ({'opened ' + self._opened.path if self._opened else 'not opened'})>"
+
+
+def _libcuda_names() -> list[str]:
     if sys.platform == "win32":
         return [WINDOWS_NAME]
     return [SONAME, UNVERSIONED, WSL_PATH]
 
 
-_lock = threading.Lock()
-_driver: Driver | None = None
+def toolkit_dirs() -> list[str]:
+    """Library directories of a CUDA toolkit: ``$CUDA_HOME/lib64`` first, then the usual install places."""
+    dirs = []
+    cuda_home = os.environ.get("CUDA_HOME") or os.environ.get("CUDA_PATH")
+    if cuda_home:
+        dirs.append(os.path.join(cuda_home, "lib64"))
+    dirs += [d for d in TOOLKIT_DIRS if d not in dirs]
+    return dirs
 
 
-def load() -> Driver:
-    """Open libcuda once per process; later calls return the same :class:`Driver`."""
-    global _driver
-    if _driver is not None:
-        return _driver
-    with _lock:
-        if _driver is None:
-            _driver = _open_first(candidates())
-    return _driver
+def _libnvrtc_names() -> list[str]:
+    if sys.platform == "win32":
+        return list(NVRTC_WINDOWS_NAMES)
+    return [*NVRTC_SONAMES, *(os.path.join(folder, name) for folder in toolkit_dirs() for name in NVRTC_SONAMES)]
 
 
-def loaded() -> Driver | None:
-    """The driver if it has been opened already, else None (never opens it)."""
-    return _driver
+#: The NVIDIA driver: every CUDA Driver API call goes here.
+LIBCUDA = Library("libcuda", LIBCUDA_ENV_VAR, "cuInit", _libcuda_names)
+#: NVRTC, the runtime CUDA C++ compiler (ships with the toolkit, not the driver).
+LIBNVRTC = Library("libnvrtc", NVRTC_ENV_VAR, "nvrtcVersion", _libnvrtc_names)
 
 
-NO_FILE = "no such file"
-NO_DIRECTORY = "no such directory"
+# --- which file is it? ---------------------------------------------------------------------------------
+class DlInfo(ctypes.Structure):
+    """``Dl_info`` from <dlfcn.h>: what ``dladdr`` says about an address."""
 
-
-def open_first(names: list[str], symbol: str) -> tuple[Driver | None, list[tuple[str, str]]]:
-    """dlopen the first of ``names`` that opens; also every (name, why it failed) before it.
-
-    Shared by libcuda and libnvrtc. ``symbol`` is one the library exports, used to find its real path.
-    """
-    tried: list[tuple[str, str]] = []
-    for name in names:
-        folder = os.path.dirname(name)
-        if folder and not os.path.exists(name):  # a path: say plainly what is missing, without dlopen's echo
-            tried.append((name, NO_FILE if os.path.isdir(folder) else NO_DIRECTORY))
-            continue
-        try:
-            handle = ctypes.CDLL(name)
-        except OSError as exc:
-            why = str(exc) or type(exc).__name__
-            tried.append((name, why.removeprefix(f"{name}: ")))  # dlerror() starts with the name again
-            continue
-        return Driver(handle=handle, requested=name, path=resolved_path(handle, name, symbol)), tried
-    return None, tried
-
-
-def _open_first(names: list[str]) -> Driver:
-    driver, tried = open_first(names, "cuInit")
-    if driver is None:
-        raise DriverNotFoundError(tried, env_var=ENV_VAR, env_set=bool(os.environ.get(ENV_VAR)))
-    return driver
-
-
-class _DlInfo(ctypes.Structure):
     _fields_ = [
-        ("dli_fname", ctypes.c_char_p),
+        ("dli_fname", ctypes.c_char_p),  # the file of the shared object that contains the address
         ("dli_fbase", ctypes.c_void_p),
-        ("dli_sname", ctypes.c_char_p),
+        ("dli_sname", ctypes.c_char_p),  # the nearest exported symbol at or below the address
         ("dli_saddr", ctypes.c_void_p),
     ]
 
 
-def resolved_path(handle: ctypes.CDLL, fallback: str, symbol: str = "cuInit") -> str:
+def dladdr(address: int) -> DlInfo | None:
+    """``dladdr(address)``: which loaded file and exported symbol contain it (None if none, or on Windows)."""
+    if sys.platform == "win32" or not address:
+        return None
+    try:
+        function = ctypes.CDLL(None).dladdr
+    except (AttributeError, OSError):
+        return None
+    function.argtypes = [ctypes.c_void_p, ctypes.POINTER(DlInfo)]
+    function.restype = ctypes.c_int
+    info = DlInfo()
+    return info if function(address, ctypes.byref(info)) else None
+
+
+def resolved_path(handle: ctypes.CDLL, fallback: str, symbol: str) -> str:
     """The file the dynamic loader actually opened (``libcuda.so.1`` -> ``/usr/lib/.../libcuda.so.580``).
 
     Why bother? "Which libcuda did I get?" is the first question when the stub or a forward-compat copy
     shadows the driver. ``dladdr`` on one of the library's own symbols answers it.
     """
-    if sys.platform == "win32":
-        return fallback
     try:
-        libc = ctypes.CDLL(None)
-        dladdr = libc.dladdr
-        dladdr.argtypes = [ctypes.c_void_p, ctypes.POINTER(_DlInfo)]
-        dladdr.restype = ctypes.c_int
-        address = ctypes.cast(getattr(handle, symbol), ctypes.c_void_p)
-        info = _DlInfo()
-        if dladdr(address, ctypes.byref(info)) and info.dli_fname:
-            return os.path.realpath(info.dli_fname.decode(errors="replace"))
-    except (AttributeError, OSError):
-        pass
-    return fallback
+        address = ctypes.cast(getattr(handle, symbol), ctypes.c_void_p).value
+    except AttributeError:
+        return fallback
+    info = dladdr(address or 0)
+    if info is None or not info.dli_fname:
+        return fallback
+    return os.path.realpath(info.dli_fname.decode(errors="replace"))
+
+
+__all__ = ["LIBCUDA", "LIBNVRTC", "NO_DIRECTORY", "NO_FILE", "DlInfo", "Library", "LibraryNotFoundError", "Opened",
+           "dladdr", "resolved_path", "toolkit_dirs"]

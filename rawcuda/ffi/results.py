@@ -1,4 +1,4 @@
-"""Layer 0: every CUresult code of cuda.h, by name.
+"""Layer 0: every CUresult code of cuda.h, by name -- and every nvrtcResult code of nvrtc.h.
 
 A driver call answers with a number. ``Result(2).name`` is ``"ERROR_OUT_OF_MEMORY"``; the C name is
 ``"CUDA_" + name``. The header check verifies that this enum holds *every* code cuda.h declares, with the
@@ -141,3 +141,47 @@ def c_name(code: int) -> str:
         return "CUDA_" + Result(code).name
     except ValueError:
         return f"CUresult {code}"
+
+
+# --- NVRTC's result codes: the same idea, another numbering ------------------------------------------
+#: The C names of NvrtcResult members are this prefix plus the member name.
+RESULT_PREFIX = "NVRTC_"
+
+
+class NvrtcResult(IntEnum):
+    """nvrtcResult: NVRTC's own result codes (not CUresult's -- the numbers overlap, the meanings do not)."""
+
+    SUCCESS = 0
+    ERROR_OUT_OF_MEMORY = 1
+    ERROR_PROGRAM_CREATION_FAILURE = 2
+    ERROR_INVALID_INPUT = 3
+    ERROR_INVALID_PROGRAM = 4
+    ERROR_INVALID_OPTION = 5
+    ERROR_COMPILATION = 6
+    ERROR_BUILTIN_OPERATION_FAILURE = 7
+    ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION = 8
+    ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION = 9
+    ERROR_NAME_EXPRESSION_NOT_VALID = 10
+    ERROR_INTERNAL_ERROR = 11
+    ERROR_TIME_FILE_WRITE_FAILED = 12
+    ERROR_NO_PCH_CREATE_ATTEMPTED = 13  # CUDA 12.8: precompiled headers
+    ERROR_PCH_CREATE_HEAP_EXHAUSTED = 14
+    ERROR_PCH_CREATE = 15
+    ERROR_CANCELLED = 16
+    ERROR_TIME_TRACE_FILE_WRITE_FAILED = 17
+    ERROR_BUSY = 18  # newer than CUDA 13.0's header; kept so a newer libnvrtc's code still has a name
+
+
+#: Members a CUDA 13.0 nvrtc.h does not declare yet (the header check accepts their absence).
+NEWER_RESULTS = frozenset({"ERROR_BUSY"})
+
+
+def result_name(code: int) -> str:
+    """``6`` -> ``'NVRTC_ERROR_COMPILATION'`` (a code this table does not know keeps its number)."""
+    try:
+        return RESULT_PREFIX + NvrtcResult(code).name
+    except ValueError:
+        return f"NVRTC result {code}"
+
+
+__all__ = ["NEWER_RESULTS", "RESULT_PREFIX", "STICKY", "NvrtcResult", "Result", "c_name", "result_name"]

@@ -3,10 +3,10 @@
 Why a file just for types? Because every wrong answer a ctypes binding ever gave comes from a type that
 *looks* right: ``c_void_p`` arithmetic that turns an address into ``None``, a ``restype`` left at its
 default ``c_int`` that chops a 64-bit pointer in half, a ``long`` that is 4 bytes on Windows. Here each
-typedef of cuda.h gets exactly one ctypes spelling, and ``rawcuda.ffi.headercheck`` proves the sizes
+typedef of cuda.h gets exactly one ctypes spelling, and ``rawcuda.tools.headercheck`` proves the sizes
 against the header (and, with a C compiler, every struct field offset).
 
-The rules, from ARCHITECTURE.md:
+The rules (docs/architecture.md, "Layer 0"):
 
 * ``CUdeviceptr`` is an unsigned 64-bit integer, never ``c_void_p``: device addresses are numbers the
   host never dereferences, and ``c_void_p(0).value`` is ``None``, which breaks arithmetic.

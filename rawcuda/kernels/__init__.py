@@ -50,7 +50,7 @@ def available() -> list[str]:
 
 
 def load_manifest(directory: Path | None = None) -> dict[str, Any]:
-    """The build manifest (see :mod:`rawcuda.kernelbuild` for its layout)."""
+    """The build manifest (see :mod:`rawcuda.tools.kernelbuild` for its layout)."""
     path = (directory or KERNEL_DIR) / MANIFEST_NAME
     try:
         text = path.read_text(encoding="utf-8")

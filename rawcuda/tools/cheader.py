@@ -1,4 +1,4 @@
-"""Read cuda.h the way a C compiler would -- enough of it to check the declaration table.
+"""Tool: read cuda.h the way a C compiler would -- enough of it to check the declaration table.
 
 cuda.h is not a flat list of prototypes. It ``#define``s plain names to versioned symbols
 (``cuMemAlloc`` -> ``cuMemAlloc_v2``), routes some through macros (``__CUDA_API_PTSZ(cuMemPrefetchAsync_v2)``),
@@ -8,7 +8,7 @@ those old prototypes too. So this module runs a small preprocessor first (condit
 64-bit Linux C compiler, macros recorded), then parses what is left: prototypes, typedefs and enums.
 
 No compiler is needed, so the check runs anywhere the header is. (Struct layouts, which need real
-alignment rules, are checked with a C compiler by :mod:`rawcuda.ffi.headercheck` when one exists.)
+alignment rules, are checked with a C compiler by :mod:`rawcuda.tools.headercheck` when one exists.)
 
 The same reader also takes NVRTC's ``nvrtc.h`` (``parse(path, prototype=NVRTC_PROTOTYPE)``): a plainer
 header, whose functions return ``nvrtcResult`` (or, for ``nvrtcGetErrorString``, ``const char *``) and
@@ -19,6 +19,8 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+
+from ..ffi.decl import split_params  # the same splitter the tables use
 
 DEFAULT_HEADER = "/usr/local/cuda/include/cuda.h"
 
@@ -308,7 +310,6 @@ def _parse_enum_body(tag: str, body: str, header: Header) -> None:
 
 
 def _parse_statement(stmt: str, header: Header, prototype: re.Pattern[str] = _PROTOTYPE) -> None:
-    from .table.decl import split_params  # the same splitter the table uses
 
     m = prototype.match(stmt)
     if m:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ctypes import c_float, c_int, c_uint, c_ulonglong
 
+from ..decl import decl
 from ..types import CUevent, CUstream, P
-from .decl import decl
 
 ENTRIES = [
     decl("CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)", "cuStreamCreate",

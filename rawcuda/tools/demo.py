@@ -12,8 +12,9 @@ from pathlib import Path
 
 import numpy as np
 
-from . import kernelbuild, kernels
-from .errors import DriverNotFoundError, NoDeviceError, StubLibraryError
+from .. import kernels
+from ..checked.errors import DriverNotFoundError, NoDeviceError, StubLibraryError
+from . import kernelbuild
 
 N = 1_000_003  # a prime: no block size divides it, so the kernel's bounds check is exercised
 EXIT_OK, EXIT_WRONG, EXIT_NO_GPU = 0, 1, 77
@@ -32,7 +33,8 @@ def ensure_ptx() -> str:
 
 
 def main() -> int:
-    from . import Device, DeviceBuffer, ops, tracing
+    from .. import Device, DeviceBuffer, ops
+    from ..checked import tracing
 
     print(ensure_ptx())
     rng = np.random.default_rng()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ctypes import POINTER, c_size_t, c_ulonglong, c_void_p
 
+from ..decl import decl
 from ..types import (
     CUdeviceptr,
     CUmemAccessDesc,
@@ -19,7 +20,6 @@ from ..types import (
     P,
     enum,
 )
-from .decl import decl
 
 ENTRIES = [
     decl("CUresult cuMemGetAllocationGranularity(size_t *granularity, const CUmemAllocationProp *prop, "

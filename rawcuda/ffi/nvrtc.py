@@ -6,32 +6,29 @@ call it -- which is why the seed article's "Rust cannot generate CUDA kernels at
 of Rust: compiling Rust *source* to GPU code at run time is not something the toolkit offers, but
 generating CUDA C++ text and compiling it with NVRTC is a C call away, from Rust as from Python.
 
-The rows follow :mod:`rawcuda.ffi.table` (prototype string, symbol, ctypes argument types), with two
-differences that are the reason this file exists beside it:
+The rows are :class:`~rawcuda.ffi.decl.Decl` rows like the driver's (prototype string, symbol, ctypes
+argument types, what the function returns), in a table of their own for two reasons:
 
 * the functions return ``nvrtcResult``, whose codes are NVRTC's own (``NVRTC_ERROR_COMPILATION`` is 6,
   which in CUresult terms would mean something else entirely), so they are not mixed into the driver's
-  table or its error classes;
+  table or its error classes (the codes are :class:`~rawcuda.ffi.results.NvrtcResult`);
 * one function, ``nvrtcGetErrorString``, returns ``const char *`` -- a pointer, not a result code. Its
   ``restype`` must be ``c_char_p``: left at ctypes' default ``c_int`` it would truncate the pointer to 32
-  bits (and a result-code check would misread every non-NULL string as a failure). So each row says
-  what it returns, and ``rawcuda.ffi.headercheck --nvrtc`` proves that too.
+  bits (and a result-code check would misread every non-NULL string as a failure). So the row names its
+  ``restype``, and ``python -m rawcuda.tools.headercheck --nvrtc`` proves the return types too.
 
 ``nvrtcProgram`` is ``typedef struct _nvrtcProgram *nvrtcProgram``: an opaque handle, so ``c_void_p``.
-Nothing here opens libnvrtc; :mod:`rawcuda.nvrtc` does that, lazily.
+Nothing here opens libnvrtc: :mod:`rawcuda.ffi.library` knows where to look, and layer 1
+(:mod:`rawcuda.checked`) binds these rows on first use, exactly as it binds the driver's.
 """
 
 from __future__ import annotations
 
-import re
 from ctypes import POINTER, c_char_p, c_int, c_size_t, c_void_p
-from dataclasses import dataclass, field
-from enum import IntEnum
-from typing import Any
 
-from .table.decl import param_name, split_params
+from .decl import Decl, decl, index
 
-#: Where the toolkit puts the header (``python -m rawcuda.ffi.headercheck --nvrtc PATH`` takes another).
+#: Where the toolkit puts the header (``python -m rawcuda.tools.headercheck --nvrtc PATH`` takes another).
 DEFAULT_HEADER = "/usr/local/cuda/include/nvrtc.h"
 
 # Spelled as in nvrtc.h, so a row's argtypes read like its prototype.
@@ -39,56 +36,6 @@ nvrtcProgram = c_void_p  # noqa: N816  typedef struct _nvrtcProgram *nvrtcProgra
 nvrtcResult = c_int  # noqa: N816  typedef enum { NVRTC_SUCCESS = 0, ... } nvrtcResult;  (4 bytes, as C enums are)
 P = POINTER
 STRINGS = POINTER(c_char_p)  # const char * const * : an array of C strings (options, header sources)
-
-_PROTOTYPE = re.compile(r"^\s*(nvrtcResult|const\s+char\s*\*)\s*(nvrtc\w+)\s*\((.*)\)\s*$", re.S)
-
-
-@dataclass(frozen=True)
-class NvrtcDecl:
-    """One NVRTC function: C prototype, exported symbol, ctypes argument types and return type.
-
-    ``returns`` (parsed from the prototype) is the C return type; ``restype`` is its ctypes spelling:
-    ``c_int`` for ``nvrtcResult`` (and then every call is checked), ``c_char_p`` for the one function
-    that returns a string. ``older`` exists so the header check can treat these rows like the driver's.
-    """
-
-    prototype: str
-    symbol: str
-    argtypes: tuple[Any, ...]
-    restype: Any = nvrtcResult
-    older: str | None = None
-    name: str = field(init=False)
-    returns: str = field(init=False)
-    params: tuple[str, ...] = field(init=False)
-    param_names: tuple[str, ...] = field(init=False)
-
-    def __post_init__(self) -> None:
-        m = _PROTOTYPE.match(self.prototype)
-        if m is None:
-            raise ValueError(f"not an 'nvrtcResult name(params)' or 'const char *name(params)' prototype: "
-                             f"{self.prototype!r}")
-        params = split_params(m.group(3))
-        object.__setattr__(self, "returns", " ".join(m.group(1).split()))
-        object.__setattr__(self, "name", m.group(2))
-        object.__setattr__(self, "params", params)
-        object.__setattr__(self, "param_names", tuple(param_name(p) for p in params))
-        if len(params) != len(self.argtypes):
-            raise ValueError(f"{self.name}: the prototype has {len(params)} parameters but {len(self.argtypes)} "
-                             "ctypes argtypes were given")
-        if (self.returns == "nvrtcResult") != (self.restype is nvrtcResult):
-            raise ValueError(f"{self.name} returns {self.returns}: its restype must be "
-                             f"{'c_int' if self.returns == 'nvrtcResult' else 'a pointer type'}, not {self.restype}")
-
-    @property
-    def checked(self) -> bool:
-        """True when the function returns an nvrtcResult that must be turned into an exception."""
-        return self.returns == "nvrtcResult"
-
-
-def decl(prototype: str, symbol: str, *argtypes: Any, **options: Any) -> NvrtcDecl:
-    """Shorthand, as in the driver table: ``decl("nvrtcResult nvrtcX(int a)", "nvrtcX", c_int)``."""
-    return NvrtcDecl(prototype, symbol, tuple(argtypes), **options)
-
 
 ENTRIES = [
     # --- errors and versions
@@ -135,56 +82,10 @@ ENTRIES = [
 ]
 
 
-def _index(entries: list[NvrtcDecl]) -> dict[str, NvrtcDecl]:
-    table: dict[str, NvrtcDecl] = {}
-    for entry in entries:
-        if entry.name in table:
-            raise ValueError(f"{entry.name} is declared twice in the NVRTC table")
-        table[entry.name] = entry
-    return table
-
+#: What an NVRTC function may return: a result code, or (nvrtcGetErrorString) a string.
+RETURNS = frozenset({"nvrtcResult", "const char *"})
 
 #: Header name -> declaration.
-TABLE: dict[str, NvrtcDecl] = _index(ENTRIES)
+TABLE: dict[str, Decl] = index(ENTRIES, "NVRTC", RETURNS)
 
-#: The C names of NvrtcResult members are this prefix plus the member name.
-RESULT_PREFIX = "NVRTC_"
-
-
-class NvrtcResult(IntEnum):
-    """nvrtcResult: NVRTC's own result codes (not CUresult's -- the numbers overlap, the meanings do not)."""
-
-    SUCCESS = 0
-    ERROR_OUT_OF_MEMORY = 1
-    ERROR_PROGRAM_CREATION_FAILURE = 2
-    ERROR_INVALID_INPUT = 3
-    ERROR_INVALID_PROGRAM = 4
-    ERROR_INVALID_OPTION = 5
-    ERROR_COMPILATION = 6
-    ERROR_BUILTIN_OPERATION_FAILURE = 7
-    ERROR_NO_NAME_EXPRESSIONS_AFTER_COMPILATION = 8
-    ERROR_NO_LOWERED_NAMES_BEFORE_COMPILATION = 9
-    ERROR_NAME_EXPRESSION_NOT_VALID = 10
-    ERROR_INTERNAL_ERROR = 11
-    ERROR_TIME_FILE_WRITE_FAILED = 12
-    ERROR_NO_PCH_CREATE_ATTEMPTED = 13  # CUDA 12.8: precompiled headers
-    ERROR_PCH_CREATE_HEAP_EXHAUSTED = 14
-    ERROR_PCH_CREATE = 15
-    ERROR_CANCELLED = 16
-    ERROR_TIME_TRACE_FILE_WRITE_FAILED = 17
-    ERROR_BUSY = 18  # newer than CUDA 13.0's header; kept so a newer libnvrtc's code still has a name
-
-
-#: Members a CUDA 13.0 nvrtc.h does not declare yet (the header check accepts their absence).
-NEWER_RESULTS = frozenset({"ERROR_BUSY"})
-
-
-def result_name(code: int) -> str:
-    """``6`` -> ``'NVRTC_ERROR_COMPILATION'`` (a code this table does not know keeps its number)."""
-    try:
-        return RESULT_PREFIX + NvrtcResult(code).name
-    except ValueError:
-        return f"NVRTC result {code}"
-
-
-__all__ = ["DEFAULT_HEADER", "ENTRIES", "NEWER_RESULTS", "TABLE", "NvrtcDecl", "NvrtcResult", "decl", "result_name"]
+__all__ = ["DEFAULT_HEADER", "ENTRIES", "RETURNS", "TABLE", "decl"]

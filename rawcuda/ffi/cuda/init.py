@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ctypes import POINTER, c_char_p, c_int, c_uint
 
+from ..decl import decl
 from ..types import VOIDPP, P, cuuint64_t, enum
-from .decl import decl
 
 ENTRIES = [
     # Must be the first call into the driver; Flags must be 0. The toolkit's *stub* libcuda answers

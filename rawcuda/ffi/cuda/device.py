@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ctypes import c_char_p, c_int, c_size_t
 
+from ..decl import decl
 from ..types import CUdevice, CUuuid, P, enum
-from .decl import decl
 
 ENTRIES = [
     decl("CUresult cuDeviceGetCount(int *count)", "cuDeviceGetCount", P(c_int)),

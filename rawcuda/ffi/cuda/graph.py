@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from ctypes import POINTER, c_char_p, c_size_t, c_uint, c_ulonglong, c_void_p
 
+from ..decl import decl
 from ..types import (
     CUDA_KERNEL_NODE_PARAMS,
     CUgraph,
@@ -20,7 +21,6 @@ from ..types import (
     P,
     enum,
 )
-from .decl import decl
 
 ENTRIES = [
     # --- capture

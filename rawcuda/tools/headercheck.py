@@ -1,4 +1,4 @@
-"""Prove the hand-written table against cuda.h: the check that makes "hand-written" trustworthy.
+"""Tool: prove the hand-written tables against cuda.h: the check that makes "hand-written" trustworthy.
 
 For every row of the declaration table:
 
@@ -12,11 +12,11 @@ and for every named constant: each enum member and ``#define`` has cuda.h's valu
 holds every code the header declares. With a C compiler, :func:`struct_layout_problems` also compares
 each ctypes ``Structure``'s size and field offsets with what the compiler lays out.
 
-Run it: ``python -m rawcuda.ffi.headercheck [path/to/cuda.h]``.
+Run it: ``python -m rawcuda.tools.headercheck [path/to/cuda.h]``.
 
-NVRTC's table (:mod:`rawcuda.ffi.nvrtc_table`) gets the same proof against nvrtc.h, plus a check of each
+NVRTC's table (:mod:`rawcuda.ffi.nvrtc`) gets the same proof against nvrtc.h, plus a check of each
 function's *return* type (``nvrtcGetErrorString`` returns ``const char *``, not a result code, so its
-ctypes ``restype`` must be a pointer): ``python -m rawcuda.ffi.headercheck --nvrtc [path/to/nvrtc.h]``.
+ctypes ``restype`` must be a pointer): ``python -m rawcuda.tools.headercheck --nvrtc [path/to/nvrtc.h]``.
 """
 
 from __future__ import annotations
@@ -31,12 +31,13 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-from . import cheader, constants
+from ..ffi import constants, nvrtc
+from ..ffi.constants import C_DEFINES, C_ENUMS, NOT_IN_HEADER
+from ..ffi.cuda import TABLE, Decl
+from ..ffi.results import NEWER_RESULTS, RESULT_PREFIX, NvrtcResult, Result
+from ..ffi.types import STRUCTS
+from . import cheader
 from .cheader import CType, Header
-from .constants import C_DEFINES, C_ENUMS, NOT_IN_HEADER
-from .results import Result
-from .table import TABLE, Decl
-from .types import STRUCTS
 
 _FUNCTION_POINTER_BASE = ctypes.CFUNCTYPE(None).__mro__[1]  # ctypes' private _CFuncPtr
 
@@ -248,17 +249,15 @@ def check_return(decl: Any, header: Header) -> list[str]:
 def check_nvrtc(header: Header, table: Iterable[Any] | None = None,
                 results: type | None = None) -> list[str]:
     """Every NVRTC table row (arguments and return type) and every nvrtcResult code against nvrtc.h."""
-    from . import nvrtc_table
-
     problems: list[str] = []
-    for decl in table if table is not None else nvrtc_table.TABLE.values():
+    for decl in table if table is not None else nvrtc.TABLE.values():
         problems += check_decl(decl, header) + check_return(decl, header)
-    cls = results if results is not None else nvrtc_table.NvrtcResult
-    prefix = nvrtc_table.RESULT_PREFIX
+    cls = results if results is not None else NvrtcResult
+    prefix = RESULT_PREFIX
     for name, member in cls.__members__.items():
         value = header.enumerators.get(prefix + name)
         if value is None:
-            if name not in nvrtc_table.NEWER_RESULTS:
+            if name not in NEWER_RESULTS:
                 problems.append(f"{cls.__name__}.{name}: {prefix}{name} is not in {header.path}")
         elif value != int(member):
             problems.append(f"{cls.__name__}.{name}: nvrtc.h says {prefix}{name} = {value}, rawcuda {int(member)}")
@@ -270,11 +269,9 @@ def check_nvrtc(header: Header, table: Iterable[Any] | None = None,
 
 
 def main_nvrtc(path: str) -> int:
-    from . import nvrtc_table
-
     header = cheader.parse(path, prototype=cheader.NVRTC_PROTOTYPE)
     problems = check_nvrtc(header)
-    print(f"{path}: {len(nvrtc_table.TABLE)} NVRTC functions, {len(nvrtc_table.NvrtcResult)} result codes checked")
+    print(f"{path}: {len(nvrtc.TABLE)} NVRTC functions, {len(NvrtcResult)} result codes checked")
     for p in problems:
         print("MISMATCH", p)
     print("OK" if not problems else f"{len(problems)} mismatches")
@@ -284,9 +281,7 @@ def main_nvrtc(path: str) -> int:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv and argv[0] == "--nvrtc":
-        from .nvrtc_table import DEFAULT_HEADER as NVRTC_HEADER
-
-        return main_nvrtc(argv[1] if len(argv) > 1 else NVRTC_HEADER)
+        return main_nvrtc(argv[1] if len(argv) > 1 else nvrtc.DEFAULT_HEADER)
     path = argv[0] if argv else cheader.DEFAULT_HEADER
     header = cheader.parse(path)
     problems = check_table(header) + check_constants(header)

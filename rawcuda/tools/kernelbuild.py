@@ -60,9 +60,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from . import ptx
-from .errors import RawCudaError
-from .kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
+from .. import ptx
+from ..checked.errors import RawCudaError
+from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
 
 NVCC_ENV = "NVCC_PATH"
 CUDA_HOME_ENV = "CUDA_HOME"

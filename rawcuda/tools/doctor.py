@@ -15,10 +15,9 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from . import __version__, checked
-from .errors import CudaError, DriverNotFoundError, StubLibraryError
-from .ffi import library
-from .ffi.constants import DeviceAttribute
+from .. import __version__, checked
+from ..checked.errors import CudaError, DriverNotFoundError, StubLibraryError
+from ..ffi.constants import DeviceAttribute
 
 OK, WARN, PROBLEM = "ok", "warning", "PROBLEM"
 GIB = 1 << 30
@@ -39,7 +38,7 @@ def _versions() -> list[Finding]:
 
 def _driver() -> list[Finding]:
     try:
-        driver = library.load()
+        driver = checked.cu.library()
     except DriverNotFoundError as exc:
         tried = "; ".join(f"{name}: {why}" for name, why in exc.tried)
         return [Finding(PROBLEM, "libcuda", f"not found (tried {tried})",
@@ -64,8 +63,8 @@ def _driver() -> list[Finding]:
 
 
 def _ptx_versions(driver: tuple[int, int]) -> list[Finding]:
-    from . import kernels
-    from .module import max_ptx_isa
+    from .. import kernels
+    from ..module import max_ptx_isa
 
     try:
         manifest = kernels.load_manifest()
@@ -84,9 +83,9 @@ def _ptx_versions(driver: tuple[int, int]) -> list[Finding]:
 
 
 def _devices() -> list[Finding]:
-    if library.loaded() is None or checked._initialized_pid != os.getpid():
+    if not checked.initialized():
         return []
-    from .device import Device
+    from ..device import Device
 
     count = Device.count()
     if count == 0:
@@ -119,7 +118,7 @@ def _compilers() -> list[Finding]:
                             "install the CUDA toolkit or set NVCC_PATH to rebuild kernels (python build.py)")]
     header = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include", "cuda.h")
     if os.path.exists(header):
-        findings.append(Finding(OK, "cuda.h", f"{header} (python -m rawcuda.ffi.headercheck proves the table)"))
+        findings.append(Finding(OK, "cuda.h", f"{header} (python -m rawcuda.tools.headercheck proves the table)"))
     else:
         findings.append(Finding(WARN, "cuda.h", f"not at {header}: the table cannot be checked here",
                                 "set CUDA_HOME to a CUDA toolkit"))

@@ -1,4 +1,4 @@
-"""Every way rawcuda can fail, as Python exceptions that say what went wrong and how to fix it.
+"""Layer 1: every way rawcuda can fail, as Python exceptions that say what went wrong and how to fix it.
 
 The driver answers every call with a CUresult number. The seed article wraps them in a Rust enum with
 one special case, ``OutOfMemory { requested, available }``, because OOM is the error you *handle*
@@ -9,129 +9,25 @@ rather than report. rawcuda keeps that idea and goes further:
 * Subclasses group codes by what you would do about them (:class:`OutOfMemoryError`,
   :class:`ModuleLoadError`, :class:`KernelFaultError` ...), and also derive from the matching built-in
   (``MemoryError``, ``ValueError``, ``LookupError``) so generic handlers work.
-* The codes people actually hit get a curated ``hint``: the likely cause and the fix.
+* The codes people actually hit get a curated ``hint`` (:mod:`rawcuda.checked.hints`): cause and fix.
+* NVRTC's failures (:class:`NvrtcError`) follow the same pattern with NVRTC's own result codes, which
+  overlap CUresult's numbers but not their meanings -- so they are a separate family.
 
-This module is pure Python: it imports nothing from the driver layers, so every layer can raise from it.
+This module only defines classes: it calls nothing, so every layer above layer 0 can raise from it.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
-from .ffi.results import STICKY, Result, c_name
+from ..ffi.results import STICKY, NvrtcResult, Result, c_name, result_name
+from .hints import HINTS, NVRTC_HINTS, STICKY_HINT
 
-R = Result  # short alias for the tables below
+if TYPE_CHECKING:
+    from ..ffi.library import LibraryNotFoundError
 
-#: The likely cause and the fix, for the codes people hit. Written for a reader who has never seen
-#: the code before.
-HINTS: dict[int, str] = {
-    R.ERROR_INVALID_VALUE: (
-        "an argument is out of range or NULL where a value is required: check sizes (bytes vs "
-        "elements), flags, and that handles belong to the current context"
-    ),
-    R.ERROR_OUT_OF_MEMORY: (
-        "free what you no longer need (close() buffers, or drop references and run gc.collect()), "
-        "allocate less, or look for other processes holding GPU memory with nvidia-smi"
-    ),
-    R.ERROR_NOT_INITIALIZED: (
-        "cuInit(0) has not been called in this process: rawcuda's classes call it for you; when you call "
-        "the table directly, call cuInit(0) first"
-    ),
-    R.ERROR_DEINITIALIZED: "the driver is shutting down (interpreter exit): no more CUDA calls can succeed",
-    R.ERROR_STUB_LIBRARY: (
-        "the libcuda that was loaded is the CUDA toolkit's *stub*, which exists only so programs can link "
-        "on machines without a driver; every call into it fails. Install the NVIDIA driver, or point "
-        "RAWCUDA_LIBCUDA at the real libcuda.so.1 (`ldconfig -p | grep libcuda` lists it) and remove the "
-        "toolkit's lib64/stubs directory from LD_LIBRARY_PATH"
-    ),
-    R.ERROR_CALL_REQUIRES_NEWER_DRIVER: "this call needs a newer NVIDIA driver than the one installed",
-    R.ERROR_DEVICE_UNAVAILABLE: (
-        "the GPU is busy or exclusive to another process (compute mode EXCLUSIVE_PROCESS?); check nvidia-smi"
-    ),
-    R.ERROR_NO_DEVICE: (
-        "the driver loaded but sees no GPU: check nvidia-smi, CUDA_VISIBLE_DEVICES (empty or wrong?), and "
-        "that the container was started with GPU access (e.g. docker --gpus all)"
-    ),
-    R.ERROR_INVALID_DEVICE: "no GPU with that ordinal: rawcuda.Device.count() says how many this process sees",
-    R.ERROR_INVALID_IMAGE: (
-        "the module image is not valid PTX, cubin or fatbin: a truncated file, a binary read as text, or "
-        "PTX without its terminating NUL byte"
-    ),
-    R.ERROR_INVALID_CONTEXT: (
-        "no context is current on this thread (or the handle is not a context): make one current with "
-        "`with ctx:` -- rawcuda's objects do this for every call they make"
-    ),
-    R.ERROR_CONTEXT_IS_DESTROYED: (
-        "the context was destroyed while something still used it -- the seed's RAII-order trap: free "
-        "buffers, modules and streams *before* destroying their context (rawcuda's objects keep their "
-        "context alive to prevent this)"
-    ),
-    R.ERROR_NO_BINARY_FOR_GPU: (
-        "the image has no machine code for this GPU and no PTX to compile: rebuild for this GPU's "
-        "architecture (nvcc -arch=sm_XY, see Device.compute_capability) or ship PTX (nvcc --ptx)"
-    ),
-    R.ERROR_INVALID_PTX: (
-        "the driver's JIT rejected the PTX: the JIT log below says where; regenerate it with nvcc --ptx "
-        "and check that its .target is not newer than this GPU"
-    ),
-    R.ERROR_UNSUPPORTED_PTX_VERSION: (
-        "the PTX was written by a newer CUDA toolkit than this driver understands (its .version is higher "
-        "than the driver's PTX ISA). Fix 1: update the NVIDIA driver. Fix 2: compile with a toolkit no "
-        "newer than the driver (compare `nvcc --version` with cuDriverGetVersion), or ship a cubin for "
-        "this GPU instead of PTX"
-    ),
-    R.ERROR_JIT_COMPILER_NOT_FOUND: "the driver's PTX JIT library is missing: reinstall the NVIDIA driver",
-    R.ERROR_FILE_NOT_FOUND: "the module file does not exist: check the path (relative to the working directory?)",
-    R.ERROR_INVALID_HANDLE: (
-        "a handle (stream, event, module, function, graph) is invalid: destroyed already, never created, "
-        "or from another context; rawcuda's objects raise ClosedError before this can happen"
-    ),
-    R.ERROR_NOT_FOUND: (
-        "no symbol of that name in the module: check the spelling, and remember that C++ kernels are "
-        "name-mangled (_Z...) unless declared extern \"C\""
-    ),
-    R.ERROR_NOT_READY: "the work has not finished yet: a status, not a failure (query() returns False)",
-    R.ERROR_ILLEGAL_ADDRESS: (
-        "a kernel read or wrote memory it does not own: an index past the end, a freed buffer, or a host "
-        "pointer passed where a device pointer goes. Find it with compute-sanitizer"
-    ),
-    R.ERROR_LAUNCH_OUT_OF_RESOURCES: (
-        "the kernel needs more registers or shared memory than one block of this size can have: use a "
-        "smaller block (Function.max_threads_per_block) or limit registers (__launch_bounds__)"
-    ),
-    R.ERROR_LAUNCH_TIMEOUT: "the kernel ran longer than the display watchdog allows: split the work",
-    R.ERROR_ASSERT: "a device-side assert() failed in a kernel",
-    R.ERROR_MISALIGNED_ADDRESS: "a kernel accessed memory at an address not aligned to the access size",
-    R.ERROR_LAUNCH_FAILED: "a kernel faulted (an exception on the GPU); compute-sanitizer will say where",
-    R.ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: (
-        "a cooperative grid must fit on the GPU at once: at most (blocks per SM from the occupancy API) "
-        "x (number of SMs) blocks"
-    ),
-    R.ERROR_NOT_SUPPORTED: "this device or driver does not support the operation (check the device attribute)",
-    R.ERROR_SYSTEM_DRIVER_MISMATCH: (
-        "libcuda and the kernel driver are different versions: often a forward-compatibility libcuda "
-        "(cuda-compat) on a GPU it does not support, or a driver update without a reboot"
-    ),
-    R.ERROR_STREAM_CAPTURE_UNSUPPORTED: (
-        "not allowed while a stream is being captured into a graph: no synchronous copies, no "
-        "synchronize, no legacy-stream work -- rawcuda calls without stream= (copy_from, to_array, fill, "
-        "launch) synchronize the context, so pass stream=<the capturing stream> to record them instead"
-    ),
-    R.ERROR_STREAM_CAPTURE_INVALIDATED: (
-        "an earlier illegal call invalidated the capture: end it, discard the graph and capture again"
-    ),
-    R.ERROR_STREAM_CAPTURE_IMPLICIT: (
-        "the legacy default stream cannot take part in capture: capture on a stream you created"
-    ),
-    R.ERROR_GRAPH_EXEC_UPDATE_FAILURE: (
-        "the new graph differs in topology or node types from the instantiated one: instantiate it instead"
-    ),
-}
-
-_STICKY_HINT = (
-    "this error is *sticky*: the context is now unusable and every later call in it fails with the same "
-    "code; only a new process recovers (to find the guilty kernel, synchronize after each launch)"
-)
+R = Result  # short alias for the table below
 
 
 class RawCudaError(Exception):
@@ -153,6 +49,58 @@ class DriverNotFoundError(RawCudaError, OSError):
             lines.append(f"fix: install the NVIDIA driver (nvidia-smi should work), or set {env_var} to "
                          "the full path of libcuda.so.1")
         super().__init__("\n".join(lines))
+
+    @classmethod
+    def from_search(cls, search: LibraryNotFoundError) -> DriverNotFoundError:
+        """The error to raise for the loader's report of a failed search (every candidate, and why)."""
+        return cls(search.tried, env_var=search.library.env_var, env_set=search.env_set)
+
+
+class NvrtcNotFoundError(RawCudaError, OSError):
+    """No libnvrtc could be opened. Lists every candidate tried and why it failed."""
+
+    def __init__(self, tried: Sequence[tuple[str, str]], env_var: str, env_set: bool) -> None:
+        self.tried = list(tried)
+        lines = ["could not load NVRTC, the runtime CUDA C++ compiler (libnvrtc); tried:"]
+        lines += describe_tried(self.tried)
+        if env_set:
+            lines.append(f"fix: {env_var} is set, so only that path was tried; point it at a real "
+                         "libnvrtc.so.13 (or .12), or unset it to search the usual places")
+        else:
+            lines.append("fix: install NVRTC (it ships with the CUDA toolkit, as its own package in most "
+                         f"distributions), set CUDA_HOME to the toolkit, or set {env_var} to the full path of "
+                         "libnvrtc.so.13")
+        super().__init__("\n".join(lines))
+
+    @classmethod
+    def from_search(cls, search: LibraryNotFoundError) -> NvrtcNotFoundError:
+        """The error to raise for the loader's report of a failed search (every candidate, and why)."""
+        return cls(search.tried, env_var=search.library.env_var, env_set=search.env_set)
+
+
+def describe_tried(tried: list[tuple[str, str]]) -> list[str]:
+    """One line per candidate, except that files of one directory that failed for the same reason (all
+    missing, say) share a line: ``/usr/local/cuda/lib64/{libnvrtc.so.13, libnvrtc.so}: no such file``."""
+    rows: list[tuple[str, str, list[str]]] = []  # (name or folder, why, file names grouped under a folder)
+    groups: dict[tuple[str, str], list[str]] = {}
+    for name, why in tried:
+        folder, _, base = name.rpartition("/")
+        if folder:
+            key = (folder, why)
+            if key not in groups:
+                groups[key] = []
+                rows.append((folder, why, groups[key]))
+            groups[key].append(base)
+        else:
+            rows.append((name, why, []))
+    lines = []
+    for name, why, bases in rows:
+        if not bases:
+            lines.append(f"  {name}: {why}")
+        else:
+            files = bases[0] if len(bases) == 1 else "{" + ", ".join(bases) + "}"
+            lines.append(f"  {name}/{files}: {why}")
+    return lines
 
 
 class MissingSymbolError(RawCudaError, AttributeError):
@@ -206,6 +154,16 @@ class CudaError(RawCudaError):
         # an error raised in a worker process (multiprocessing, concurrent.futures) arrives intact.
         return _rebuild, (type(self), dict(self.__dict__), self.args)
 
+    def with_details(self, details: Sequence[str]) -> CudaError:
+        """A new error of the same class and fields, with more lines of explanation."""
+        return type(self)(self.code, call=self.call, symbol=self.symbol, arguments=self.arguments,
+                          description=self.description, details=[*self.details, *details])
+
+    def add_details(self, *lines: str) -> None:
+        """Add lines of explanation to *this* error (so that a re-raise keeps its traceback)."""
+        self.details.extend(line for line in lines if line not in self.details)
+        self.args = (self._message(),)
+
     @property
     def result(self) -> Result | None:
         """The code as a :class:`Result` member, or None if our table does not know it."""
@@ -224,11 +182,11 @@ class CudaError(RawCudaError):
         if self.hint:
             lines.append("  hint: " + self.hint)
         if self.code in STICKY:
-            lines.append("  note: " + _STICKY_HINT)
+            lines.append("  note: " + STICKY_HINT)
         return "\n".join(lines)
 
 
-def _rebuild(cls: type[CudaError], state: dict[str, object], args: tuple[object, ...]) -> CudaError:
+def _rebuild(cls: type[RawCudaError], state: dict[str, object], args: tuple[object, ...]) -> RawCudaError:
     error = Exception.__new__(cls, *args)  # cls.__new__ would be MemoryError.__new__, which refuses
     error.__dict__.update(state)
     error.args = args
@@ -327,6 +285,53 @@ class StreamCaptureError(CudaError):
 
 class GraphError(CudaError):
     """An executable graph could not be updated or launched."""
+
+
+class NvrtcError(RawCudaError):
+    """An NVRTC call returned something other than NVRTC_SUCCESS.
+
+    ``code`` is the nvrtcResult, ``name`` its C name, ``log`` the compiler's log when the failure came from
+    compiling (the errors, with file and line), ``call`` the NVRTC function that failed.
+    """
+
+    def __init__(self, code: int, *, call: str = "", arguments: str = "", description: str = "", log: str = "",
+                 details: Sequence[str] = ()) -> None:
+        self.code = int(code)
+        self.name = result_name(code)
+        self.call = call
+        self.arguments = arguments
+        self.description = description
+        self.log = log
+        self.details = list(details)
+        self.hint = NVRTC_HINTS.get(self.code, "")
+        super().__init__(self._message())
+
+    @property
+    def result(self) -> NvrtcResult | None:
+        try:
+            return NvrtcResult(self.code)
+        except ValueError:
+            return None
+
+    def _message(self) -> str:
+        head = f"{self.call or 'an NVRTC call'}({self.arguments}) failed: {self.name} ({self.code})"
+        if self.description and self.description != self.name:  # nvrtcGetErrorString often just repeats the name
+            head += f": {self.description}"
+        lines = [head, *("  " + d for d in self.details)]
+        if self.log.strip():
+            lines.append("  compile log:\n    " + self.log.strip().replace("\n", "\n    "))
+        if self.hint:
+            lines.append("  hint: " + self.hint)
+        return "\n".join(lines)
+
+    def __reduce__(self) -> tuple[object, ...]:
+        # Keyword-only constructor: rebuild from the fields so the error pickles (worker processes).
+        return _rebuild, (type(self), dict(self.__dict__), self.args)
+
+    def with_details(self, *, log: str = "", details: Sequence[str] = ()) -> NvrtcError:
+        """The same error with the compile log and more lines of context attached."""
+        return type(self)(self.code, call=self.call, arguments=self.arguments, description=self.description,
+                          log=log or self.log, details=[*self.details, *details])
 
 
 _CLASS_BY_CODE: dict[int, type[CudaError]] = {

@@ -29,9 +29,9 @@ from typing import Any
 import numpy as np
 
 from .checked import cu
-from .context import Context, finalize_child, resolve
+from .context import CloseOrder, Context, finalize_child, resolve
+from .devicebuffer import normalize_dtype, normalize_shape
 from .ffi.constants import HostAllocFlag
-from .memory import normalize_dtype, normalize_shape
 from .resource import Resource
 
 
@@ -53,7 +53,7 @@ def _free_host(ptr: int) -> None:
 class PinnedBuffer(Resource):
     """Page-locked host memory with a numpy view (``.array``)."""
 
-    _close_rank = 40
+    close_order = CloseOrder.HOST_MEMORY
 
     def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None,
                  *, flags: HostAllocFlag = HostAllocFlag.DEFAULT) -> None:
@@ -81,7 +81,7 @@ class PinnedBuffer(Resource):
     @property
     def array(self) -> np.ndarray:
         """The numpy view of the pinned memory (stays valid even after close(), until you drop it)."""
-        self._check_open()
+        self.check_open()
         return self._array
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -91,13 +91,13 @@ class PinnedBuffer(Resource):
     @property
     def ptr(self) -> int:
         """The host address."""
-        self._check_open()
+        self.check_open()
         return self._ptr
 
     @property
     def device_ptr(self) -> int:
         """The device address of a DEVICEMAP allocation (kernels read host memory through it)."""
-        self._check_open()
+        self.check_open()
         if not self.flags & HostAllocFlag.DEVICEMAP:
             raise ValueError("only memory allocated with HostAllocFlag.DEVICEMAP has a device address")
         self.context.activate()

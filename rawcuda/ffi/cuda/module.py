@@ -10,8 +10,8 @@ from __future__ import annotations
 
 from ctypes import c_char_p, c_int, c_size_t, c_uint, c_void_p
 
+from ..decl import decl
 from ..types import VOIDPP, CUdeviceptr, CUfunction, CUlinkState, CUmodule, P, enum
-from .decl import decl
 
 ENTRIES = [
     decl("CUresult cuModuleLoadData(CUmodule *module, const void *image)", "cuModuleLoadData",

@@ -13,8 +13,8 @@ from __future__ import annotations
 
 from ctypes import c_size_t, c_ubyte, c_uint, c_ushort, c_void_p
 
+from ..decl import decl
 from ..types import VOIDPP, CUdeviceptr, CUmemLocation, CUstream, P, enum
-from .decl import decl
 
 ENTRIES = [
     decl("CUresult cuMemGetInfo(size_t *free, size_t *total)", "cuMemGetInfo_v2", P(c_size_t), P(c_size_t)),

@@ -12,7 +12,7 @@ Two ways to move data, and why:
   right; costs a few microseconds of synchronization.
 * **on a stream** (``buf.copy_from(a, stream=s)``): ordered with the other work on ``s`` only, and the
   host array is kept alive until the copy has happened. Overlaps with other streams only when the host
-  memory is pinned (:class:`~rawcuda.hostmem.PinnedBuffer`); from pageable memory the driver stages it
+  memory is pinned (:class:`~rawcuda.pinned.PinnedBuffer`); from pageable memory the driver stages it
   and the call returns once the data is safe.
 
 ``__cuda_array_interface__`` (version 3) lets torch, CuPy and numba use a buffer without copying.
@@ -27,13 +27,19 @@ from typing import Any
 import numpy as np
 
 from .checked import cu
-from .context import Context, resolve
-from .errors import ClosedError
+from .checked.errors import ClosedError
+from .context import CloseOrder, Context, resolve
 from .ffi.constants import STREAM_LEGACY
 from .resource import Resource
 from .stream import Stream, stream_handle
 
-_MEMSET_BY_SIZE = {1: ("cuMemsetD8", np.uint8), 2: ("cuMemsetD16", np.uint16), 4: ("cuMemsetD32", np.uint32)}
+#: Element size -> (synchronous memset, the same on a stream, the unsigned type of that size): written out,
+#: so that every driver function a buffer calls is named here.
+_MEMSET_BY_SIZE = {
+    1: ("cuMemsetD8", "cuMemsetD8Async", np.uint8),
+    2: ("cuMemsetD16", "cuMemsetD16Async", np.uint16),
+    4: ("cuMemsetD32", "cuMemsetD32Async", np.uint32),
+}
 _CAI_VERSION = 3
 
 
@@ -68,7 +74,7 @@ def _free(ptr: int) -> None:
 class DeviceBuffer(Resource):
     """An n-dimensional, C-contiguous array in device memory."""
 
-    _close_rank = 30
+    close_order = CloseOrder.DEVICE_MEMORY
 
     def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None) -> None:
         ctx = resolve(context)
@@ -121,7 +127,7 @@ class DeviceBuffer(Resource):
     def ptr(self) -> int:
         """The CUdeviceptr (an integer address; 0 for an empty buffer)."""
         if self._closed:
-            self._check_open()
+            self.check_open()
         return self._ptr
 
     @property
@@ -149,7 +155,7 @@ class DeviceBuffer(Resource):
     # --- views -------------------------------------------------------------------------------------------
     def view(self, offset: int = 0, shape: int | tuple[int, ...] | None = None, dtype: Any = None) -> DeviceBuffer:
         """A buffer sharing this memory from element ``offset`` on (the owner keeps the memory)."""
-        self._check_open()
+        self.check_open()
         dt = self.dtype if dtype is None else normalize_dtype(dtype)
         start = offset * self.dtype.itemsize
         if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= start <= self.nbytes:
@@ -190,14 +196,14 @@ class DeviceBuffer(Resource):
     def close(self) -> None:
         """Free the memory now (views of it become closed too)."""
         for view in self._views:
-            view._closed = True
+            view.close()  # a view owns nothing: this only makes later use a ClosedError
         self._views.clear()
         super().close()
 
     # --- copies ------------------------------------------------------------------------------------------
     def copy_from(self, src: Any, stream: Stream | None = None) -> None:
         """Fill this buffer from a host array (or PinnedBuffer) or another DeviceBuffer of the same shape/dtype."""
-        self._check_open()
+        self.check_open()
         if isinstance(src, DeviceBuffer):
             self._copy_device(dst=self, src=src, stream=stream)
             return
@@ -208,7 +214,7 @@ class DeviceBuffer(Resource):
 
     def copy_to(self, dst: Any, stream: Stream | None = None) -> None:
         """Copy this buffer into a C-contiguous, writeable host array (or PinnedBuffer) or another DeviceBuffer."""
-        self._check_open()
+        self.check_open()
         if isinstance(dst, DeviceBuffer):
             self._copy_device(dst=dst, src=self, stream=stream)
             return
@@ -229,9 +235,9 @@ class DeviceBuffer(Resource):
 
     @staticmethod
     def _copy_device(dst: DeviceBuffer, src: DeviceBuffer, stream: Stream | None) -> None:
-        src._check_open()
-        dst._check_open()
-        if src.context._handle != dst.context._handle:
+        src.check_open()
+        dst.check_open()
+        if src.context.raw_handle != dst.context.raw_handle:
             raise ValueError(f"{src!r} and {dst!r} belong to different contexts; copy through the host or use "
                              "buffers of one context")
         dst._check_match(src.shape, src.dtype, "copy from device buffer")
@@ -268,27 +274,29 @@ class DeviceBuffer(Resource):
         """Set every byte to ``byte`` (0..255): memset(0) zeroes any dtype."""
         if isinstance(byte, bool) or not isinstance(byte, int) or not 0 <= byte <= np.iinfo(np.uint8).max:
             raise ValueError(f"memset takes a byte value 0..255, got {byte!r}; use fill() for element values")
-        self._check_open()
-        self._set("cuMemsetD8", byte, self.nbytes, stream)
+        self.check_open()
+        self._set(1, byte, self.nbytes, stream)
 
     def fill(self, value: Any, stream: Stream | None = None) -> None:
         """Set every element to ``value`` (converted to this dtype; a lossy conversion is a TypeError)."""
-        self._check_open()
+        self.check_open()
         element = exact_element(value, self.dtype)
-        if element.dtype.itemsize in _MEMSET_BY_SIZE:
-            name, bits = _MEMSET_BY_SIZE[element.dtype.itemsize]
-            self._set(name, int(element.view(bits)[0]), self.size, stream)
+        size = element.dtype.itemsize
+        if size in _MEMSET_BY_SIZE:
+            self._set(size, int(element.view(_MEMSET_BY_SIZE[size][2])[0]), self.size, stream)
             return
         halves = element.view(np.uint32)
-        if element.dtype.itemsize == 2 * 4 and halves[0] == halves[1]:  # e.g. 0.0 or -1 as 8-byte values
-            self._set("cuMemsetD32", int(halves[0]), self.size * 2, stream)
+        if size == 2 * halves.itemsize and halves[0] == halves[1]:  # e.g. 0.0 or -1 as 8-byte values
+            self._set(halves.itemsize, int(halves[0]), self.size * 2, stream)
             return
         self.copy_from(np.full(self.shape, element[0], self.dtype), stream=stream)  # no memset for this pattern
 
-    def _set(self, name: str, pattern: int, count: int, stream: Stream | None) -> None:
+    def _set(self, width: int, pattern: int, count: int, stream: Stream | None) -> None:
+        """``count`` elements of ``width`` bytes set to ``pattern`` (cuMemsetD8/D16/D32, or their Async)."""
         if count == 0:
             return
-        sync_fn, async_fn = getattr(cu, name), getattr(cu, name + "Async")
+        sync_name, async_name, _ = _MEMSET_BY_SIZE[width]
+        sync_fn, async_fn = getattr(cu, sync_name), getattr(cu, async_name)
         self._transfer(lambda s: async_fn(self._ptr, pattern, count, s), lambda: sync_fn(self._ptr, pattern, count),
                        stream, None)
 
@@ -300,7 +308,7 @@ class DeviceBuffer(Resource):
         ``stream`` is the last stream an async rawcuda operation on this buffer used, or None after a
         synchronous one (nothing pending). Kernels you launch are not tracked: synchronize before sharing.
         """
-        self._check_open()
+        self.check_open()
         return {
             "shape": self.shape,
             "typestr": self.dtype.str,

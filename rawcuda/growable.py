@@ -1,4 +1,4 @@
-"""Virtual memory management: a device buffer that grows *without copying* and without moving.
+"""Layer 2: virtual memory management -- a device buffer that grows *without copying* and without moving.
 
 ``cuMemAlloc`` hands out an address and the memory behind it together. To grow such a buffer you must
 allocate a bigger one, copy, and free the old one: the copy costs time and, for a moment, twice the
@@ -23,7 +23,7 @@ chunk, ``cuMemRelease`` each physical handle (memory returns to the device when 
 released), then ``cuMemAddressFree`` the reservation -- an address range cannot be freed while something
 is still mapped into it.
 
-:attr:`GrowableBuffer.buffer` is a :class:`~rawcuda.memory.DeviceBuffer` *view* of the current size: it
+:attr:`GrowableBuffer.buffer` is a :class:`~rawcuda.devicebuffer.DeviceBuffer` *view* of the current size: it
 owns nothing, so kernels, copies and ``__cuda_array_interface__`` work as with any buffer, and closing
 the GrowableBuffer closes every view it handed out.
 """
@@ -36,8 +36,9 @@ from typing import Any
 import numpy as np
 
 from .checked import cu
-from .context import Context, resolve
-from .errors import NotSupportedError, RawCudaError
+from .checked.errors import NotSupportedError, RawCudaError
+from .context import CloseOrder, Context, resolve
+from .devicebuffer import DeviceBuffer, normalize_dtype
 from .ffi.constants import (
     DeviceAttribute,
     MemAccessFlag,
@@ -48,7 +49,6 @@ from .ffi.constants import (
 )
 from .ffi.results import Result
 from .ffi.types import CUmemAccessDesc, CUmemAllocationProp, CUmemLocation
-from .memory import DeviceBuffer, normalize_dtype
 from .resource import Resource
 from .stream import Stream
 
@@ -134,7 +134,7 @@ class GrowableBuffer(Resource):
     ``grow(n)`` makes room for ``n`` elements; ``buffer`` is a DeviceBuffer view of those ``n``.
     """
 
-    _close_rank = 35  # after the views handed out (DeviceBuffer rank 30), which own nothing anyway
+    close_order = CloseOrder.GROWABLE_MEMORY
 
     def __init__(self, capacity_bytes_max: int, dtype: Any = np.float32, context: Context | None = None) -> None:
         self.dtype = normalize_dtype(dtype)
@@ -150,7 +150,7 @@ class GrowableBuffer(Resource):
                 description=f"{device!r} does not support virtual memory management",
                 details=["CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0 (the API needs a CUDA 10.2+ "
                          "driver, and some virtualized setups lack it): grow by copying into a bigger DeviceBuffer "
-                         "instead (rawcuda.vmm.copy_grow)"],
+                         "instead (rawcuda.growable.copy_grow)"],
             )
         self._prop = _allocation_prop(device.handle)
         self.granularity = allocation_granularity(ctx)
@@ -171,7 +171,7 @@ class GrowableBuffer(Resource):
     @property
     def ptr(self) -> int:
         """The base address: the same from the first grow() to close()."""
-        self._check_open()
+        self.check_open()
         return self._base
 
     @property
@@ -213,7 +213,7 @@ class GrowableBuffer(Resource):
         Only the missing bytes are created and mapped, as one new chunk at the end; nothing is copied.
         Raises :class:`CapacityError` beyond the reservation (and changes nothing).
         """
-        self._check_open()
+        self.check_open()
         if isinstance(n_elements, bool) or not isinstance(n_elements, int | np.integer):
             raise TypeError(f"grow() takes a number of elements, got {type(n_elements).__name__}")
         n = int(n_elements)
@@ -267,17 +267,13 @@ class GrowableBuffer(Resource):
     @property
     def buffer(self) -> DeviceBuffer:
         """A DeviceBuffer view of the ``size`` elements in use (owns nothing; the same object until grow())."""
-        self._check_open()
+        self.check_open()
         view = self._view
         if view is None or view.closed or view.size != self._size:
             view = self._view = _MappedView(self, self._base if self._size else 0, self._size, self.dtype)
             self._views = [v for v in self._views if not v.closed]
             self._views.append(view)
         return view
-
-    def as_buffer(self) -> DeviceBuffer:
-        """Same as :attr:`buffer`."""
-        return self.buffer
 
     def to_array(self, stream: Stream | None = None) -> np.ndarray:
         """A host copy of the elements in use."""

@@ -1,4 +1,4 @@
-"""Layer 2: packing kernel arguments -- the ``void **kernelParams`` array, built safely and only once.
+"""Layer 2: kernel arguments -- the ``void **kernelParams`` array, checked and packed safely, and only once.
 
 ``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and
 trusts it blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads
@@ -28,14 +28,14 @@ from __future__ import annotations
 import ctypes
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
-from .errors import ClosedError
-from .memory import DeviceBuffer
+from .checked.errors import ClosedError
+from .devicebuffer import DeviceBuffer
 from .ptx import Param
-from .resource import close_generation
+from .resource import closes
 
 _INT_BOUNDS = {size: (-(1 << (8 * size - 1)), (1 << (8 * size)) - 1) for size in (1, 2, 4, 8)}
 _UINT_SLOT = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
@@ -106,13 +106,13 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bo
             slot.value = value & mask
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
-            if value._closed:
+            if value.closed:
                 raise ClosedError(f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
                                   "(a closed buffer cannot be reopened)")
-            if context is not None and value.context._handle != context._handle:
+            if context is not None and value.context.raw_handle != context.raw_handle:
                 raise ArgumentError(f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
                                     f"{context!r}: pass a buffer of the same context (or load the module there)")
-            slot.value = value._ptr
+            slot.value = value.ptr
             return True
         if isinstance(value, np.integer):
             slot.value = int(_numpy_scalar(value, spec)) & mask
@@ -212,6 +212,15 @@ def same_objects(arity: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], boo
     return eval(f"lambda a, b: {body}")
 
 
+class Packed(NamedTuple):
+    """What :meth:`ArgPacker.pack` returns: one launch's arguments, packed."""
+
+    args: tuple[Any, ...] | None  # the arguments, when the pack may be reused for the very same objects
+    array: Any  # the kernelParams array: (void *) * N, the i-th pointing into slots[i]
+    generation: int  # closes.generation when the arguments were checked (a later close invalidates it)
+    slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
+
+
 class ArgPacker:
     """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel.
 
@@ -241,12 +250,10 @@ class ArgPacker:
                 raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
             slots.append(slot)
         array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
-        return (args if cacheable else None), array, close_generation[0], slots
+        return Packed(args if cacheable else None, array, closes.generation, slots)
 
     def signature(self) -> str:
         return ", ".join(s.ptx_type for s in self.specs)
 
 
-#: What ArgPacker.pack returns: (the arguments if the pack may be reused for the same objects, else None;
-#: the kernelParams array; the close generation it was checked at; the slots the array points into).
-Packed = tuple[tuple[Any, ...] | None, Any, int, list[Any]]
+

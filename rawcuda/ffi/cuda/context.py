@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from ctypes import c_int, c_size_t, c_uint, c_ulonglong
 
+from ..decl import decl
 from ..types import CUcontext, CUctxCreateParams, CUdevice, P, enum
-from .decl import decl
 
 ENTRIES = [
     # The primary context is the one the runtime API, CuPy and torch share: one per device,

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from ctypes import POINTER, c_int, c_size_t, c_uint, c_void_p
 
+from ..decl import decl
 from ..types import VOIDPP, CUfunction, CUhostFn, CUlaunchConfig, CUoccupancyB2DSize, CUstream, P
-from .decl import decl
 
 ENTRIES = [
     decl("CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "

@@ -1,4 +1,4 @@
-"""cuGetProcAddress: asking the driver for an entry point *by CUDA version*, instead of by symbol name.
+"""Layer 1: cuGetProcAddress -- asking the driver for an entry point *by CUDA version*, instead of by symbol name.
 
 rawcuda binds each table row by its exported symbol (``dlsym(libcuda, "cuMemAlloc_v2")``): the symbol
 cuda.h maps the name to. The CUDA runtime does something else. It asks the driver::
@@ -32,24 +32,19 @@ from __future__ import annotations
 
 import ctypes
 import re
-import sys
 from ctypes import byref, c_int, c_void_p
 
-from . import checked
+from ..ffi.constants import ProcAddressFlag, ProcAddressQueryResult
+from ..ffi.cuda import TABLE
+from ..ffi.library import LIBCUDA, dladdr
+from ..ffi.results import Result
+from .binding import cu, decode_version, init
 from .errors import CudaError, NotFoundError
-from .ffi import library
-from .ffi.constants import ProcAddressFlag, ProcAddressQueryResult
-from .ffi.results import Result
-from .ffi.table import TABLE
-
-_VERSION_MAJOR = 1000  # CUDA versions are major * 1000 + minor * 10: 13000 is 13.0, 3020 is 3.2
-_VERSION_MINOR = 10
 
 
 def format_version(cuda_version: int) -> str:
     """``12080`` -> ``'12.8'``."""
-    major, rest = divmod(cuda_version, _VERSION_MAJOR)
-    return f"{major}.{rest // _VERSION_MINOR}"
+    return "{}.{}".format(*decode_version(cuda_version))
 
 
 class ProcAddressError(NotFoundError):
@@ -74,9 +69,9 @@ class ProcAddressError(NotFoundError):
 
 def driver_cuda_version() -> int:
     """The driver's CUDA version as an integer (``13000``) -- the default version to ask for."""
-    checked.init()
+    init()
     version = c_int()
-    checked.cu.cuDriverGetVersion(byref(version))
+    cu.cuDriverGetVersion(byref(version))
     return version.value
 
 
@@ -91,7 +86,7 @@ def proc_address(name: str, cuda_version: int | None = None,
     version = driver_cuda_version() if cuda_version is None else int(cuda_version)
     pfn, status = c_void_p(), c_int(ProcAddressQueryResult.SUCCESS)
     try:
-        checked.cu.cuGetProcAddress(name.encode(), byref(pfn), version, int(flags), byref(status))
+        cu.cuGetProcAddress(name.encode(), byref(pfn), version, int(flags), byref(status))
     except CudaError as exc:
         # The driver answers CUDA_ERROR_NOT_FOUND and says why in symbolStatus; keep both.
         if status.value == ProcAddressQueryResult.SUCCESS:
@@ -138,7 +133,7 @@ def driver_function_name(name: str) -> str:
 def table_address(name: str) -> int:
     """The address of table row ``name``'s symbol in libcuda (``dlsym``): what rawcuda actually calls."""
     symbol = TABLE[name].symbol
-    driver = library.load()
+    driver = cu.library()
     try:
         fn = driver.handle[symbol]
     except AttributeError:
@@ -153,16 +148,10 @@ def symbol_at(address: int | None) -> str | None:
     ``dladdr`` only knows *exported* symbols: for an address inside an internal function it names the
     nearest exported symbol before it, so compare the answer with ``dlsym`` of that name before trusting it.
     """
-    if not address or sys.platform == "win32":
+    info = dladdr(address or 0)
+    if info is None or not info.dli_sname:
         return None
-    libc = ctypes.CDLL(None)
-    dladdr = libc.dladdr
-    dladdr.argtypes = [c_void_p, ctypes.POINTER(library._DlInfo)]
-    dladdr.restype = c_int
-    info = library._DlInfo()
-    if dladdr(address, byref(info)) and info.dli_sname:
-        return info.dli_sname.decode(errors="replace")
-    return None
+    return info.dli_sname.decode(errors="replace")
 
 
 def describe(address: int | None) -> str:
@@ -172,7 +161,7 @@ def describe(address: int | None) -> str:
     name = symbol_at(address)
     if name is None:
         return f"{address:#x} (no exported symbol)"
-    driver = library.loaded()
+    driver = LIBCUDA.loaded()
     start = None
     if driver is not None:
         try:
