@@ -356,7 +356,7 @@ def test_forbidden_calls_inside_capture_say_what_to_do(action: str, rng: np.rand
                                                        vector_add: rawcuda.Function) -> None:
     host = rng.standard_normal(N, dtype=np.float32)
     buf = DeviceBuffer.from_array(host)
-    with pytest.raises(StreamCaptureError) as caught, stream.capture() as graph:
+    with pytest.raises(StreamCaptureError) as caught, capture(stream) as graph:
         vector_add.launch(grid_for(N), BLOCK, buf, buf, buf, N, stream=stream)
         FORBIDDEN[action](buf, host, vector_add, stream)
     assert "stream=" in str(caught.value) and "buf.copy_from(a)" in str(caught.value)
@@ -374,7 +374,7 @@ def test_an_exception_in_the_body_ends_the_capture_and_propagates(stream: Stream
                                                                   vector_add: rawcuda.Function) -> None:
     buf = DeviceBuffer.zeros(N)
     mistake = KeyError("in the body")
-    with pytest.raises(KeyError) as caught, stream.capture() as graph:
+    with pytest.raises(KeyError) as caught, capture(stream) as graph:
         vector_add.launch(grid_for(N), BLOCK, buf, buf, buf, N, stream=stream)
         raise mistake
     assert caught.value is mistake
@@ -389,7 +389,7 @@ def test_a_graph_is_usable_only_after_its_capture(stream: Stream) -> None:
     with capture(stream) as graph:
         with pytest.raises(RuntimeError, match="still being captured"):
             graph.instantiate()
-        with pytest.raises(RuntimeError, match="already capturing"), stream.capture():
+        with pytest.raises(RuntimeError, match="already capturing"), capture(stream):
             pass
     assert graph.kernel_nodes() == []
     graph.close()
@@ -408,7 +408,7 @@ def test_closing_the_context_closes_executables_and_graphs_first(rng: np.random.
     exec_ = GraphExec(graph)
     exec_.launch(stream)
     np.testing.assert_array_equal(dc.to_array(stream=stream), a + a)
-    assert exec_._close_rank < graph._close_rank < fn.module._close_rank < da._close_rank
+    assert exec_.close_order < graph.close_order < fn.module.close_order < da.close_order
     ctx.close()
     assert exec_.closed and graph.closed and da.closed and stream.closed
     with pytest.raises(ClosedError):

@@ -270,7 +270,7 @@ def test_a_library_without_the_symbols_is_a_missing_symbol_error(fake_libcuda: P
 
 # --- errors and architectures ---------------------------------------------------------------------------------
 def test_error_carries_code_name_log_and_hint() -> None:
-    err = nvrtc.NvrtcError(NvrtcResult.ERROR_COMPILATION, call="nvrtcCompileProgram",
+    err = rawcuda.NvrtcError(NvrtcResult.ERROR_COMPILATION, call="nvrtcCompileProgram",
                            description="NVRTC_ERROR_COMPILATION", log="k.cu(3): error: identifier \"x\" is undefined",
                            details=["program: k.cu"])
     text = str(err)
@@ -279,8 +279,8 @@ def test_error_carries_code_name_log_and_hint() -> None:
     assert "compile log:\n    k.cu(3): error: identifier" in text and "program: k.cu" in text and "hint:" in text
     assert err.result is NvrtcResult.ERROR_COMPILATION and err.log.startswith("k.cu(3)")
     again = pickle.loads(pickle.dumps(err))
-    assert type(again) is nvrtc.NvrtcError and again.code == 6 and again.log == err.log and str(again) == text
-    unknown = nvrtc.NvrtcError(1234, call="nvrtcX")
+    assert type(again) is rawcuda.NvrtcError and again.code == 6 and again.log == err.log and str(again) == text
+    unknown = rawcuda.NvrtcError(1234, call="nvrtcX")
     assert unknown.result is None and "NVRTC result 1234 (1234)" in str(unknown)
 
 
@@ -452,7 +452,7 @@ def test_real_architecture_gives_a_cubin_with_its_bytes_intact(fake: ctypes.CDLL
 
 
 def test_compile_error_carries_the_log_and_destroys_the_program(fake: ctypes.CDLL) -> None:
-    with pytest.raises(nvrtc.NvrtcError) as info:
+    with pytest.raises(rawcuda.NvrtcError) as info:
         nvrtc.compile("#error nope", name="broken.cu", options=("-arch=compute_80",))
     err = info.value
     assert err.code == NvrtcResult.ERROR_COMPILATION and err.call == "nvrtcCompileProgram"
@@ -462,7 +462,7 @@ def test_compile_error_carries_the_log_and_destroys_the_program(fake: ctypes.CDL
 
 
 def test_bad_option_is_an_invalid_option_error(fake: ctypes.CDLL) -> None:
-    with pytest.raises(nvrtc.NvrtcError) as info:
+    with pytest.raises(rawcuda.NvrtcError) as info:
         nvrtc.compile("x", options=("-arch=compute_80", "--bogus-flag"))
     assert info.value.code == NvrtcResult.ERROR_INVALID_OPTION
     assert "invalid option --bogus-flag" in info.value.log and "spelling" in str(info.value)
@@ -472,10 +472,10 @@ def test_unknown_name_expression_error_names_the_program(fake: ctypes.CDLL) -> N
     # The fake refuses a lowered name it was not given; compile() asks for exactly the ones it registered,
     # so provoke the failure through the raw table row, as a user of `nv` could.
     prog = nvrtc.nvrtcProgram()
-    nvrtc.nv.nvrtcCreateProgram(ctypes.byref(prog), b"x", b"p.cu", 0, None, None)
+    nv.nvrtcCreateProgram(ctypes.byref(prog), b"x", b"p.cu", 0, None, None)
     try:
         nvrtc.nv.nvrtcCompileProgram(prog, 0, None)
-        with pytest.raises(nvrtc.NvrtcError) as info:
+        with pytest.raises(rawcuda.NvrtcError) as info:
             nvrtc.nv.nvrtcGetLoweredName(prog, b"never<added>", ctypes.byref(ctypes.c_char_p()))
         assert info.value.code == NvrtcResult.ERROR_NAME_EXPRESSION_NOT_VALID
         assert "nvrtcGetLoweredName(" in str(info.value) and "name_expression=b'never<added>'" in str(info.value)

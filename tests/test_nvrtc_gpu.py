@@ -13,6 +13,7 @@ from collections.abc import Iterator
 import numpy as np
 import pytest
 
+import rawcuda
 from rawcuda import Device, DeviceBuffer, Module, nvrtc
 from rawcuda.ffi.results import NvrtcResult
 
@@ -36,7 +37,7 @@ __global__ void scale_add(T *out, const T *x, const T *y, T alpha, size_t n) {
 def nvrtc_available() -> str:
     try:
         return nvrtc.library_path()
-    except nvrtc.NvrtcNotFoundError as exc:
+    except rawcuda.NvrtcNotFoundError as exc:
         pytest.skip(f"no libnvrtc: {str(exc).splitlines()[0]}")
 
 
@@ -136,7 +137,7 @@ def test_headers_from_strings_and_a_cubin(nvrtc_available: str, rng: np.random.G
 
 def test_compile_error_carries_the_log(nvrtc_available: str) -> None:
     source = '__global__ void broken(float *out) {\n  out[0] = undefined_thing;\n}\n'
-    with pytest.raises(nvrtc.NvrtcError) as info:
+    with pytest.raises(rawcuda.NvrtcError) as info:
         nvrtc.compile(source, name="broken.cu")
     err = info.value
     assert err.code == NvrtcResult.ERROR_COMPILATION and err.call == "nvrtcCompileProgram"
@@ -145,14 +146,14 @@ def test_compile_error_carries_the_log(nvrtc_available: str) -> None:
 
 
 def test_bad_option_is_refused(nvrtc_available: str) -> None:
-    with pytest.raises(nvrtc.NvrtcError) as info:
+    with pytest.raises(rawcuda.NvrtcError) as info:
         nvrtc.compile("__global__ void k() {}", options=("--definitely-not-an-option",))
     assert info.value.code == NvrtcResult.ERROR_INVALID_OPTION
     assert "--definitely-not-an-option" in str(info.value)
 
 
 def test_invalid_name_expression_is_reported(nvrtc_available: str) -> None:
-    with pytest.raises(nvrtc.NvrtcError) as info:
+    with pytest.raises(rawcuda.NvrtcError) as info:
         nvrtc.compile(TEMPLATED, options=EXACT, name_expressions=("no_such_kernel<float>",))
     # NVRTC reports it while compiling (an error in the log) or when asked for the lowered name.
     assert info.value.code in (NvrtcResult.ERROR_COMPILATION, NvrtcResult.ERROR_NAME_EXPRESSION_NOT_VALID)

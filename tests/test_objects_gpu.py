@@ -392,10 +392,10 @@ def test_repeated_launches_reuse_the_packed_block(vector_add: rawcuda.Function) 
     vector_add.launch(1, 32, buf, buf, buf, 8)
     packed = vector_add._packed
     vector_add.launch(1, 32, buf, buf, buf, 8)
-    assert vector_add._packed is packed and packed[0] is not None  # same objects: the same block, unchanged
+    assert vector_add._packed is packed and packed.args is not None  # same objects: the same block, unchanged
     other = DeviceBuffer.zeros(8)
     vector_add.launch(1, 32, other, buf, buf, 8)
-    assert vector_add._packed is not packed and packed[1][0] == ctypes.addressof(packed[3][0])  # old one intact
+    assert vector_add._packed is not packed and packed.array[0] == ctypes.addressof(packed.slots[0])  # old one intact
     buf.close()
     with pytest.raises(rawcuda.ClosedError):
         vector_add.launch(1, 32, buf, other, other, 8)  # a close invalidates every cached pack

@@ -23,8 +23,9 @@ import re
 import numpy as np
 from _tutorial import Tutorial, run
 
-from rawcuda import Device, DeviceBuffer, Module, nvrtc
+from rawcuda import Device, DeviceBuffer, Module, NvrtcError, nvrtc
 from rawcuda.checked.procaddress import describe, driver_function_name, proc_address, table_address
+from rawcuda.ffi.results import NvrtcResult
 
 N = 1_000_003
 BLOCK = 256
@@ -122,9 +123,9 @@ def main(t: Tutorial) -> None:
     t.step("a compile error: the exception carries NVRTC's log")
     try:
         nvrtc.compile("__global__ void broken(float *out) {\n    out[0] = not_declared;\n}\n", name="broken.cu")
-    except nvrtc.NvrtcError as exc:
+    except NvrtcError as exc:
         t.say(str(exc))
-        t.check(exc.code == nvrtc.NvrtcResult.ERROR_COMPILATION and "broken.cu(2)" in exc.log,
+        t.check(exc.code == NvrtcResult.ERROR_COMPILATION and "broken.cu(2)" in exc.log,
                 "NVRTC_ERROR_COMPILATION, and the log names the file and line")
     else:
         t.check(False, "the broken source should not compile")
