@@ -20,17 +20,14 @@ from pathlib import Path
 from typing import Any
 
 from rawcuda.kernels import load_manifest
-from rawcuda.tools.kernelbuild import (
+from rawcuda.tools.kernelbuild import KERNEL_DIR, SOURCE_DIR, build, plan
+from rawcuda.tools.nvcc import (
     CUDA_HOME_ENV,
     DEFAULT_ARCH,
     DEFAULT_CUDA_NVCC,
-    KERNEL_DIR,
     NVCC_ENV,
-    SOURCE_DIR,
     BuildOptions,
     KernelBuildError,
-    build,
-    plan,
     probe,
 )
 

@@ -1,4 +1,4 @@
-"""rawcuda: the CUDA Driver API from Python, through hand-written ctypes declarations.
+"""rawcuda, the package: the CUDA Driver API from Python through hand-written ctypes declarations.
 
 Three layers, visible in the folders (docs/architecture.md draws the whole map)::
 

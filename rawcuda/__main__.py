@@ -1,4 +1,4 @@
-"""``python -m rawcuda doctor`` (what this machine offers, what to fix) and ``python -m rawcuda demo``."""
+"""Tools entry point: ``python -m rawcuda doctor`` (what this machine offers, what to fix) and ``... demo``."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""``python -m rawcuda demo``: the main job, end to end, with every driver call on screen.
+"""Tool: ``python -m rawcuda demo`` -- the main job, end to end, with every driver call on screen.
 
 It makes sure the kernels' PTX is there (rebuilding what changed when run from a source checkout with
 nvcc), runs vector add on GPU 0 with tracing on, and checks every element against numpy. Exit status:
@@ -8,34 +8,33 @@ nvcc), runs vector add on GPU 0 with tracing on, and checks every element agains
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import numpy as np
 
-from .. import kernels
+from .. import kernels, ops
+from ..checked import tracing
 from ..checked.errors import DriverNotFoundError, NoDeviceError, StubLibraryError
+from ..device import Device
+from ..devicebuffer import DeviceBuffer
 from . import kernelbuild
+from .nvcc import KernelBuildError
 
 N = 1_000_003  # a prime: no block size divides it, so the kernel's bounds check is exercised
 EXIT_OK, EXIT_WRONG, EXIT_NO_GPU = 0, 1, 77
-SOURCE_DIR = Path(__file__).resolve().parent.parent / "kernels"
 
 
 def ensure_ptx() -> str:
     """Rebuild stale PTX when the sources and nvcc are here; otherwise use the PTX the package ships."""
-    if not SOURCE_DIR.is_dir():
+    if not kernelbuild.SOURCE_DIR.is_dir():
         return f"using the shipped PTX in {kernels.KERNEL_DIR}"
     try:
-        result = kernelbuild.build(SOURCE_DIR, kernels.KERNEL_DIR)
-    except kernelbuild.KernelBuildError as exc:
+        result = kernelbuild.build(kernelbuild.SOURCE_DIR, kernels.KERNEL_DIR)
+    except KernelBuildError as exc:
         return f"using the shipped PTX ({str(exc).splitlines()[0]})"
     return f"PTX: built {result.built or 'nothing'}, up to date {len(result.cached)} kernel source(s)"
 
 
 def main() -> int:
-    from .. import Device, DeviceBuffer, ops
-    from ..checked import tracing
-
     print(ensure_ptx())
     rng = np.random.default_rng()
     a = rng.standard_normal(N, dtype=np.float32)

@@ -1,4 +1,4 @@
-"""``python -m rawcuda doctor``: what this machine offers CUDA, and what to fix.
+"""Tool: ``python -m rawcuda doctor`` -- what this machine offers CUDA, and what to fix.
 
 Each check is independent and never crashes the report: a machine without a driver still gets a full
 report, with the missing driver as its first problem and the fix beside it. The exit status is 0 when
@@ -15,9 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .. import __version__, checked
+from .. import __version__, checked, kernels
 from ..checked.errors import CudaError, DriverNotFoundError, StubLibraryError
+from ..device import Device
 from ..ffi.constants import DeviceAttribute
+from ..module import max_ptx_isa
+from .nvcc import KernelBuildError, probe
 
 OK, WARN, PROBLEM = "ok", "warning", "PROBLEM"
 GIB = 1 << 30
@@ -63,9 +66,6 @@ def _driver() -> list[Finding]:
 
 
 def _ptx_versions(driver: tuple[int, int]) -> list[Finding]:
-    from .. import kernels
-    from ..module import max_ptx_isa
-
     try:
         manifest = kernels.load_manifest()
     except FileNotFoundError as exc:
@@ -85,8 +85,6 @@ def _ptx_versions(driver: tuple[int, int]) -> list[Finding]:
 def _devices() -> list[Finding]:
     if not checked.initialized():
         return []
-    from ..device import Device
-
     count = Device.count()
     if count == 0:
         return [Finding(PROBLEM, "devices", "the driver sees no GPU",
@@ -108,12 +106,10 @@ def _devices() -> list[Finding]:
 
 
 def _compilers() -> list[Finding]:
-    from . import kernelbuild
-
     try:
-        nvcc = kernelbuild.probe()
-        findings = [Finding(OK, "nvcc", f"{nvcc.path} ({nvcc.release})")]
-    except kernelbuild.KernelBuildError:
+        compiler = probe()
+        findings = [Finding(OK, "nvcc", f"{compiler.path} ({compiler.release})")]
+    except KernelBuildError:
         findings = [Finding(WARN, "nvcc", "not found: the shipped PTX is used; kernels cannot be rebuilt",
                             "install the CUDA toolkit or set NVCC_PATH to rebuild kernels (python build.py)")]
     header = os.path.join(os.environ.get("CUDA_HOME", "/usr/local/cuda"), "include", "cuda.h")

@@ -1,4 +1,4 @@
-"""Compile ``kernels/*.cu`` to PTX with nvcc: the seed article's ``build.rs``, done in Python.
+"""Tool: compile ``kernels/*.cu`` to PTX with nvcc: the seed article's ``build.rs``, done in Python.
 
 In the seed article, Cargo runs ``build.rs`` before compiling the crate; it calls ``nvcc --ptx`` on the
 kernels and the Rust code embeds the PTX. Python has no build step, so this module is called instead
@@ -9,10 +9,7 @@ Why PTX, and not a cubin (machine code)?
     ``sm_90`` H200). PTX is the GPU's portable assembly: the driver's JIT compiles it, when the module
     is loaded, for whatever GPU is there -- including GPUs newer than the compiler.
 
-Why a *virtual* architecture, ``-arch=compute_80``?
-    ``compute_XY`` names a PTX feature level, not a chip. The PTX says ``.target sm_80``: "runs on sm_80
-    and everything newer" (A100, L40, H100/H200 via JIT). Raising it unlocks newer instructions and
-    drops older GPUs; the default is the oldest architecture with the features the kernels use.
+Which architecture, and the other nvcc options: :mod:`rawcuda.tools.nvcc`.
 
 Why hash ``nvcc --version`` into the cache key?
     Two nvcc releases produce different PTX from the same source -- and a newer one writes a newer PTX
@@ -22,15 +19,8 @@ Why hash ``nvcc --version`` into the cache key?
     kernels whose inputs changed are rebuilt. Content, not modification times: ``git checkout`` and CI
     caches scramble mtimes, and a timestamp says nothing about the compiler.
 
-The other choices:
-    * ``-lineinfo`` (default): line tables for Nsight Compute and compute-sanitizer to map instructions
-      back to source lines. It does not change the generated code. ``--no-lineinfo`` drops it.
-    * ``--use_fast_math`` is opt-in: it flushes denormals to zero and swaps ``tanhf``, division and
-      square roots for faster approximations, which changes results -- a decision, not a default.
-    * PTX is written atomically (temporary file, then rename): an interrupted build never leaves a
-      half-written PTX for the driver to choke on.
-    * ``NVCC_PATH`` chooses the compiler. If it is set, it is the only one tried: silently using another
-      nvcc would hide the mistake you are debugging.
+PTX is written atomically (temporary file, then rename): an interrupted build never leaves a half-written
+PTX for the driver to choke on.
 
 The manifest (``manifest.json`` beside the PTX) records, per kernel source::
 
@@ -50,136 +40,29 @@ import json
 import os
 import re
 import shlex
-import shutil
 import subprocess
 import time
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from .. import ptx
-from ..checked.errors import RawCudaError
 from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
+from .nvcc import BuildOptions, Compiler, KernelBuildError, probe
 
-NVCC_ENV = "NVCC_PATH"
-CUDA_HOME_ENV = "CUDA_HOME"
-DEFAULT_CUDA_NVCC = "/usr/local/cuda/bin/nvcc"
-DEFAULT_ARCH = "compute_80"
 SOURCE_SUFFIX = ".cu"
 MANIFEST_FORMAT = 1
 CACHE_KEY_SALT = b"rawcuda-kernelbuild-1"  # bump to invalidate every cache key after a change in here
 
 #: The kernel sources of a source checkout (an installed package has none: it ships the PTX).
-SOURCE_DIR: Path = Path(__file__).resolve().parent.parent / "kernels"
+SOURCE_DIR: Path = Path(__file__).resolve().parents[2] / "kernels"  # rawcuda/tools/ -> the checkout
 
 _LOCAL_INCLUDE = re.compile(r'^[ \t]*#[ \t]*include[ \t]*"([^"]+)"', re.M)
-_RELEASE = re.compile(r"release\s+([^\n]+)")
 
 Log = Callable[[str], None]
-
-
-class KernelBuildError(RawCudaError):
-    """nvcc is missing or failed. The message has nvcc's own output, the ``.cu`` file and the command."""
-
-    def __init__(self, message: str, *, source: Path | None = None, command: Sequence[str] = (),
-                 output: str = "") -> None:
-        self.source = source
-        self.command = list(command)
-        self.output = output
-        super().__init__(message)
-
-
-# ---------------------------------------------------------------------------------------------------------
-# Options and the compiler
-
-
-@dataclass(frozen=True)
-class BuildOptions:
-    """What changes the generated PTX, apart from the source and the compiler."""
-
-    arch: str = DEFAULT_ARCH
-    fast_math: bool = False
-    lineinfo: bool = True
-
-    def flags(self) -> list[str]:
-        """nvcc's flags for these options (without ``-o`` and the input file)."""
-        flags = ["--ptx", f"-arch={self.arch}"]
-        if self.lineinfo:
-            flags.append("-lineinfo")
-        if self.fast_math:
-            flags.append("--use_fast_math")
-        return flags
-
-    def to_json(self) -> dict[str, Any]:
-        return dataclasses.asdict(self)
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
-        return cls(arch=str(data["arch"]), fast_math=bool(data["fast_math"]), lineinfo=bool(data["lineinfo"]))
-
-
-@dataclass(frozen=True)
-class Compiler:
-    """An nvcc: its path and its full ``nvcc --version`` text (part of every cache key)."""
-
-    path: str
-    version: str
-
-    @property
-    def release(self) -> str:
-        """The short version, e.g. ``"13.0, V13.0.88"`` (the whole text if it has no release line)."""
-        m = _RELEASE.search(self.version)
-        return m.group(1).strip() if m else self.version.strip()
-
-
-def nvcc_candidates(env: Mapping[str, str] | None = None) -> list[str]:
-    """Where nvcc is looked for, in order: $NVCC_PATH alone if set; else PATH, $CUDA_HOME/bin, /usr/local/cuda."""
-    env = os.environ if env is None else env
-    chosen = env.get(NVCC_ENV)
-    if chosen:
-        return [chosen]
-    found = [shutil.which("nvcc", path=env.get("PATH")) or "nvcc (on PATH)"]
-    if env.get(CUDA_HOME_ENV):
-        found.append(str(Path(env[CUDA_HOME_ENV]) / "bin" / "nvcc"))
-    found.append(DEFAULT_CUDA_NVCC)
-    return found
-
-
-def find_nvcc(env: Mapping[str, str] | None = None) -> str:
-    """The nvcc to use; KernelBuildError listing every place tried when there is none."""
-    env = os.environ if env is None else env
-    tried = nvcc_candidates(env)
-    for candidate in tried:
-        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
-            return candidate
-    lines = ["nvcc (the CUDA compiler) was not found; tried:", *(f"  {c}" for c in tried)]
-    if env.get(NVCC_ENV):
-        lines.append(f"fix: {NVCC_ENV} is set, so only that path was tried; point it at an nvcc, or unset it")
-    else:
-        lines.append(f"fix: install the CUDA toolkit, put its bin/ on PATH, or set {NVCC_ENV} to nvcc's path")
-    lines.append("(the committed PTX in rawcuda/kernels/ works without nvcc; only rebuilding needs it)")
-    raise KernelBuildError("\n".join(lines))
-
-
-def probe(nvcc: str | None = None) -> Compiler:
-    """Find nvcc (unless given) and ask it for ``--version``."""
-    path = nvcc or find_nvcc()
-    command = [path, "--version"]
-    try:
-        done = subprocess.run(command, capture_output=True, text=True, check=False)
-    except OSError as exc:
-        raise KernelBuildError(f"could not run {shlex.join(command)}: {exc}", command=command) from exc
-    if done.returncode != 0:
-        output = (done.stdout + done.stderr).strip()
-        raise KernelBuildError(
-            f"{shlex.join(command)} failed with exit status {done.returncode}:\n{output}",
-            command=command,
-            output=output,
-        )
-    return Compiler(path=path, version=done.stdout.strip())
 
 
 # ---------------------------------------------------------------------------------------------------------

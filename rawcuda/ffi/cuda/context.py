@@ -1,4 +1,4 @@
-"""Table section: contexts -- the primary context, created contexts, and the per-thread context stack."""
+"""Layer 0, driver table section: contexts -- the primary context, created contexts, the per-thread stack."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Table section: devices -- enumerate them, name them, and ask what they can do."""
+"""Layer 0, driver table section: devices -- enumerate them, name them, and ask what they can do."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Table section: stream capture and CUDA graphs -- record work once, replay it with one launch.
+"""Layer 0, driver table section: stream capture and CUDA graphs -- record work once, replay it with one launch.
 
 The part cust leaves to hand-written FFI (the seed article, section 3). Two ways to build a graph:
 *capture* (cuStreamBeginCapture ... cuStreamEndCapture turns the launches issued on a stream into

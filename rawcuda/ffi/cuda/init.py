@@ -1,4 +1,4 @@
-"""Table section: start-up, versions, error strings, and looking up entry points by version."""
+"""Layer 0, driver table section: start-up, versions, error strings, and looking up entry points by version."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""Table section: launching kernels, host callbacks in stream order, and occupancy.
+"""Layer 0, driver table section: launching kernels, host callbacks in stream order, and occupancy.
 
 ``kernelParams`` is the heart of the manual glue: an array of N ``void*``, the i-th pointing at the
 *value* of the i-th kernel argument (a pointer to the CUdeviceptr, a pointer to the int ...). The driver

@@ -1,4 +1,4 @@
-"""Table section: memory -- device, pinned host and managed allocations, copies, memsets, queries.
+"""Layer 0, driver table section: memory -- device, pinned host and managed allocations, copies, memsets, queries.
 
 Why so many ``_v2`` symbols? CUDA 3.2 widened device pointers and sizes to 64 bits. The old 32-bit
 functions still exist under the plain names (``cuMemAlloc``), and cuda.h quietly ``#define``s the plain

@@ -1,4 +1,4 @@
-"""Table section: modules (PTX / cubin / fatbin images), their functions and globals, and the linker.
+"""Layer 0, driver table section: modules (PTX / cubin / fatbin images), their functions and globals, and the linker.
 
 A module is code loaded into one context. PTX is compiled by the driver's JIT at load time, which is
 why cuModuleLoadDataEx takes option arrays: the only way to see *why* PTX failed to load is to hand the

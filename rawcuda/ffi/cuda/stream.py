@@ -1,4 +1,4 @@
-"""Table section: streams (ordered queues of GPU work) and events (markers in them)."""
+"""Layer 0, driver table section: streams (ordered queues of GPU work) and events (markers in them)."""
 
 from __future__ import annotations
 

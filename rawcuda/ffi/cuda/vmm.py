@@ -1,4 +1,4 @@
-"""Table section: virtual memory management -- address ranges and physical memory, separately.
+"""Layer 0, driver table section: virtual memory management -- address ranges and physical memory, separately.
 
 cuMemAlloc hands out address and memory together, so a buffer can only grow by copying. VMM splits
 them: reserve a large *virtual* range once (cuMemAddressReserve), create *physical* chunks

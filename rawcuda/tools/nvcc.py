@@ -1,0 +1,139 @@
+"""Tool: finding nvcc, asking its version, and the options that decide what PTX it writes.
+
+Used by :mod:`rawcuda.tools.kernelbuild` (which decides *what* to compile and caches the results) and by
+``python -m rawcuda doctor``. What each option is for:
+
+* ``-arch=compute_80`` (the default), a *virtual* architecture: ``compute_XY`` names a PTX feature
+  level, not a chip. The PTX says ``.target sm_80``: "runs on sm_80 and everything newer" (A100, L40,
+  H100/H200 via JIT). Raising it unlocks newer instructions and drops older GPUs; the default is the
+  oldest architecture with the features the kernels use.
+* ``-lineinfo`` (default): line tables for Nsight Compute and compute-sanitizer to map instructions back
+  to source lines. It does not change the generated code. ``--no-lineinfo`` drops it.
+* ``--use_fast_math`` is opt-in: it flushes denormals to zero and swaps ``tanhf``, division and square
+  roots for faster approximations, which changes results -- a decision, not a default.
+* ``NVCC_PATH`` chooses the compiler. If it is set, it is the only one tried: silently using another nvcc
+  would hide the mistake you are debugging.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import re
+import shlex
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from ..checked.errors import RawCudaError
+
+NVCC_ENV = "NVCC_PATH"
+CUDA_HOME_ENV = "CUDA_HOME"
+DEFAULT_CUDA_NVCC = "/usr/local/cuda/bin/nvcc"
+DEFAULT_ARCH = "compute_80"
+
+_RELEASE = re.compile(r"release\s+([^\n]+)")
+
+
+class KernelBuildError(RawCudaError):
+    """nvcc is missing or failed. The message has nvcc's own output, the ``.cu`` file and the command."""
+
+    def __init__(self, message: str, *, source: Path | None = None, command: Sequence[str] = (),
+                 output: str = "") -> None:
+        self.source = source
+        self.command = list(command)
+        self.output = output
+        super().__init__(message)
+
+
+@dataclass(frozen=True)
+class BuildOptions:
+    """What changes the generated PTX, apart from the source and the compiler."""
+
+    arch: str = DEFAULT_ARCH
+    fast_math: bool = False
+    lineinfo: bool = True
+
+    def flags(self) -> list[str]:
+        """nvcc's flags for these options (without ``-o`` and the input file)."""
+        flags = ["--ptx", f"-arch={self.arch}"]
+        if self.lineinfo:
+            flags.append("-lineinfo")
+        if self.fast_math:
+            flags.append("--use_fast_math")
+        return flags
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
+        return cls(arch=str(data["arch"]), fast_math=bool(data["fast_math"]), lineinfo=bool(data["lineinfo"]))
+
+
+@dataclass(frozen=True)
+class Compiler:
+    """An nvcc: its path and its full ``nvcc --version`` text (part of every cache key)."""
+
+    path: str
+    version: str
+
+    @property
+    def release(self) -> str:
+        """The short version, e.g. ``"13.0, V13.0.88"`` (the whole text if it has no release line)."""
+        m = _RELEASE.search(self.version)
+        return m.group(1).strip() if m else self.version.strip()
+
+
+def nvcc_candidates(env: Mapping[str, str] | None = None) -> list[str]:
+    """Where nvcc is looked for, in order: $NVCC_PATH alone if set; else PATH, $CUDA_HOME/bin, /usr/local/cuda."""
+    env = os.environ if env is None else env
+    chosen = env.get(NVCC_ENV)
+    if chosen:
+        return [chosen]
+    found = [shutil.which("nvcc", path=env.get("PATH")) or "nvcc (on PATH)"]
+    if env.get(CUDA_HOME_ENV):
+        found.append(str(Path(env[CUDA_HOME_ENV]) / "bin" / "nvcc"))
+    found.append(DEFAULT_CUDA_NVCC)
+    return found
+
+
+def find_nvcc(env: Mapping[str, str] | None = None) -> str:
+    """The nvcc to use; KernelBuildError listing every place tried when there is none."""
+    env = os.environ if env is None else env
+    tried = nvcc_candidates(env)
+    for candidate in tried:
+        if os.path.isfile(candidate) and os.access(candidate, os.X_OK):
+            return candidate
+    lines = ["nvcc (the CUDA compiler) was not found; tried:", *(f"  {c}" for c in tried)]
+    if env.get(NVCC_ENV):
+        lines.append(f"fix: {NVCC_ENV} is set, so only that path was tried; point it at an nvcc, or unset it")
+    else:
+        lines.append(f"fix: install the CUDA toolkit, put its bin/ on PATH, or set {NVCC_ENV} to nvcc's path")
+    lines.append("(the committed PTX in rawcuda/kernels/ works without nvcc; only rebuilding needs it)")
+    raise KernelBuildError("\n".join(lines))
+
+
+def probe(nvcc: str | None = None) -> Compiler:
+    """Find nvcc (unless given) and ask it for ``--version``."""
+    path = nvcc or find_nvcc()
+    command = [path, "--version"]
+    try:
+        done = subprocess.run(command, capture_output=True, text=True, check=False)
+    except OSError as exc:
+        raise KernelBuildError(f"could not run {shlex.join(command)}: {exc}", command=command) from exc
+    if done.returncode != 0:
+        output = (done.stdout + done.stderr).strip()
+        raise KernelBuildError(
+            f"{shlex.join(command)} failed with exit status {done.returncode}:\n{output}",
+            command=command,
+            output=output,
+        )
+    return Compiler(path=path, version=done.stdout.strip())
+
+
+__all__ = ["DEFAULT_ARCH", "NVCC_ENV", "BuildOptions", "Compiler", "KernelBuildError", "find_nvcc", "nvcc_candidates",
+           "probe"]
