@@ -18,7 +18,8 @@ import pytest
 from rawcuda import kernels, ptx
 from rawcuda.checked.errors import RawCudaError
 from rawcuda.tools import kernelbuild
-from rawcuda.tools.kernelbuild import BuildOptions, Compiler, KernelBuildError
+from rawcuda.tools import nvcc as nvcc_tool
+from rawcuda.tools.nvcc import BuildOptions, Compiler, KernelBuildError
 
 ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "kernels"
@@ -46,7 +47,7 @@ def run_build_py(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
 @pytest.fixture(scope="module")
 def nvcc() -> str:
     try:
-        return kernelbuild.find_nvcc()
+        return nvcc_tool.find_nvcc()
     except KernelBuildError as exc:
         pytest.skip(f"nvcc is not available, so nothing can be compiled: {str(exc).splitlines()[0]}")
 
@@ -199,16 +200,16 @@ def test_nvcc_search_order(tmp_path: Path) -> None:
     in_home = fake_nvcc(tmp_path / "home" / "bin" / "nvcc")
     chosen = fake_nvcc(tmp_path / "chosen" / "nvcc")
     path_env = {"PATH": str(on_path.parent), "CUDA_HOME": str(tmp_path / "home")}
-    assert kernelbuild.find_nvcc(path_env) == str(on_path)
-    assert kernelbuild.find_nvcc({"PATH": str(tmp_path / "empty"), "CUDA_HOME": str(tmp_path / "home")}) == str(in_home)
-    assert kernelbuild.find_nvcc({**path_env, "NVCC_PATH": str(chosen)}) == str(chosen)
-    assert kernelbuild.probe(str(chosen)).release == "99.0, V99.0.0"
+    assert nvcc_tool.find_nvcc(path_env) == str(on_path)
+    assert nvcc_tool.find_nvcc({"PATH": str(tmp_path / "empty"), "CUDA_HOME": str(tmp_path / "home")}) == str(in_home)
+    assert nvcc_tool.find_nvcc({**path_env, "NVCC_PATH": str(chosen)}) == str(chosen)
+    assert nvcc_tool.probe(str(chosen)).release == "99.0, V99.0.0"
 
 
 def test_nvcc_path_is_the_only_candidate_when_set(tmp_path: Path) -> None:
     on_path = fake_nvcc(tmp_path / "path" / "nvcc")
     with pytest.raises(KernelBuildError, match="NVCC_PATH is set") as caught:
-        kernelbuild.find_nvcc({"PATH": str(on_path.parent), "NVCC_PATH": "/nonexistent/nvcc"})
+        nvcc_tool.find_nvcc({"PATH": str(on_path.parent), "NVCC_PATH": "/nonexistent/nvcc"})
     assert "/nonexistent/nvcc" in str(caught.value)
     assert isinstance(caught.value, RawCudaError)
 
@@ -316,7 +317,7 @@ def normalized(text: str) -> str:
 
 def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
     manifest = kernels.load_manifest()
-    compiler = kernelbuild.probe(nvcc)
+    compiler = nvcc_tool.probe(nvcc)
     if compiler.version != manifest["nvcc_version"]:
         pytest.skip(f"the local nvcc ({compiler.release}) is not the one that built the committed PTX "
                     f"({manifest['kernels'][STEMS[0]]['nvcc_release']}), so its cache keys differ by design")
@@ -349,3 +350,10 @@ def test_ptx_path() -> None:
 def test_load_manifest_missing(tmp_path: Path) -> None:
     with pytest.raises(FileNotFoundError, match=r"python build\.py"):
         kernels.load_manifest(tmp_path)
+
+
+def test_source_dir_is_the_checkouts_kernels_folder() -> None:
+    # kernelbuild.py sits two folders below the checkout (rawcuda/tools/); once it pointed at rawcuda/kernels,
+    # the PTX folder, and the demo then reported "no *.cu files" and never rebuilt stale PTX.
+    assert kernelbuild.SOURCE_DIR == Path(__file__).resolve().parents[1] / "kernels"
+    assert (kernelbuild.SOURCE_DIR / "vector_add.cu").is_file()
