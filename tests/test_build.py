@@ -14,6 +14,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from conftest import ROOT
 
 from rawcuda import kernels, ptx
 from rawcuda.checked.errors import RawCudaError
@@ -355,5 +356,6 @@ def test_load_manifest_missing(tmp_path: Path) -> None:
 def test_source_dir_is_the_checkouts_kernels_folder() -> None:
     # kernelbuild.py sits two folders below the checkout (rawcuda/tools/); once it pointed at rawcuda/kernels,
     # the PTX folder, and the demo then reported "no *.cu files" and never rebuilt stale PTX.
-    assert kernelbuild.SOURCE_DIR == Path(__file__).resolve().parents[1] / "kernels"
+    checkout_kernels = ROOT / "kernels"
+    assert checkout_kernels == kernelbuild.SOURCE_DIR
     assert (kernelbuild.SOURCE_DIR / "vector_add.cu").is_file()
