@@ -22,7 +22,6 @@ from rawcuda.tools import kernelbuild
 from rawcuda.tools import nvcc as nvcc_tool
 from rawcuda.tools.nvcc import BuildOptions, Compiler, KernelBuildError
 
-ROOT = Path(__file__).resolve().parent.parent
 SOURCES = ROOT / "kernels"
 BUILD_PY = ROOT / "build.py"
 
