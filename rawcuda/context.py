@@ -11,8 +11,7 @@ destroy the Context before its DeviceBuffers, so ``cudaFree`` fails. rawcuda mak
 * ``Context.close()`` synchronizes, closes the children it still tracks, *then* releases the context.
 
 Which context? By default the device's **primary context** (what the CUDA runtime, CuPy and torch use,
-so memory can be shared with them). ``Context.create()`` makes a private one with explicit flags --
-useful to learn the context stack, rarely what production code wants.
+so memory can be shared with them). ``Context.create()`` makes a private one with explicit flags.
 
 Which context is *current*? The driver keeps one per thread. Every rawcuda method makes its object's
 context current first (like ``cudaSetDevice``), so objects work from any thread; a per-thread cache makes
@@ -20,8 +19,9 @@ that free when it is already current. ``with ctx:`` pushes the context and pops 
 the body raises -- restoring what was current before.
 
 A **sticky** error (a kernel faulted) leaves the context unusable. rawcuda marks it *poisoned*: every
-later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last launch, and
-``RAWCUDA_SYNC_LAUNCHES=1`` synchronizes after every launch so the error points at the guilty kernel.
+later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last
+launch; ``RAWCUDA_SYNC_LAUNCHES=1`` synchronizes after every launch so the error points at the guilty kernel.
+The whole story, with the close order, is in docs/architecture.md ("Lifetimes", "Close order").
 """
 
 from __future__ import annotations
@@ -266,7 +266,7 @@ class Context:
                     self.synchronize()
                 except CudaError as exc:  # a sticky error surfacing now: stop calling into the context
                     errors.append(exc)
-                for child in sorted(self._children, key=_close_order):
+                for child in sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER)):
                     try:
                         child.close()
                     except Exception as exc:  # keep closing the others; report the first afterwards
@@ -296,10 +296,6 @@ def _describe_launch(fn: Any) -> str:
     return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream!r}"
 
 
-def _close_order(child: Any) -> int:
-    return int(getattr(child, "close_order", CloseOrder.OTHER))
-
-
 def _release_primary(handle: int, device: int) -> None:
     cu.cuDevicePrimaryCtxRelease(device)
 
@@ -315,22 +311,6 @@ def _finalize_context(handle: int, device: int, release: Callable[[int, int], No
         release(handle, device)
 
 
-def finalize_child(context: Context, release: Callable[..., None], *args: Any) -> None:
-    """The fallback release of a child (buffer, stream ...) that was garbage-collected without close().
-
-    Push/pop rather than activate: a finalizer runs on whatever thread the GC chose, and must leave that
-    thread's current context as it found it.
-    """
-    if sys.is_finalizing() or context._unusable is not None or os.getpid() != context._pid:
-        return
-    with contextlib.suppress(Exception):
-        cu.cuCtxPushCurrent(context._handle)
-        try:
-            release(*args)
-        finally:
-            cu.cuCtxPopCurrent(byref(c_void_p()))
-
-
 # --- poisoning: sticky errors mark every Context object of the faulting context --------------------------
 _poisoned_handles: set[int] = set()
 
@@ -343,7 +323,7 @@ def _observe(error: CudaError) -> None:
     handle = _tls.handle
     if handle is None:
         current = c_void_p()
-        getter = checked.quiet("cuCtxGetCurrent", [type(byref(current))])
+        getter = checked.quiet("cuCtxGetCurrent")
         if getter is None or getter(byref(current)) != 0 or not current.value:
             return
         handle = current.value

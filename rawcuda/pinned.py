@@ -29,10 +29,10 @@ from typing import Any
 import numpy as np
 
 from .checked import cu
-from .context import CloseOrder, Context, finalize_child, resolve
+from .context import CloseOrder, Context, resolve
 from .devicebuffer import normalize_dtype, normalize_shape
 from .ffi.constants import HostAllocFlag
-from .resource import Resource
+from .resource import Resource, finalize_child
 
 
 def host_view(ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype, context: Context,

@@ -1,4 +1,4 @@
-"""Read a PTX module's header and kernel signatures -- no driver, no GPU, no CUDA toolkit needed.
+"""Layer 2: read a PTX module's header and kernel signatures -- no driver, no GPU, no CUDA toolkit needed.
 
 PTX is the GPU's portable assembly: nvcc compiles CUDA C++ to it, and the driver's JIT compiles it to
 the machine code of whatever GPU it runs on. It is plain text, and the part rawcuda needs is small::

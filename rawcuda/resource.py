@@ -12,13 +12,33 @@ The rules (docs/architecture.md, "Lifetimes"), in one place so each class cannot
 
 from __future__ import annotations
 
+import contextlib
+import sys
 import weakref
 from collections.abc import Callable
+from ctypes import byref, c_void_p
 from types import TracebackType
 from typing import Any
 
+from .checked import cu
 from .checked.errors import ClosedError
-from .context import CloseOrder, Context, finalize_child
+from .context import CloseOrder, Context
+
+
+def finalize_child(context: Context, release: Callable[..., None], *args: Any) -> None:
+    """The fallback release of a child (buffer, stream ...) that was garbage-collected without close().
+
+    Push/pop rather than activate: a finalizer runs on whatever thread the GC chose, and must leave that
+    thread's current context as it found it.
+    """
+    if sys.is_finalizing() or not context.usable:
+        return
+    with contextlib.suppress(Exception):
+        cu.cuCtxPushCurrent(context.raw_handle)
+        try:
+            release(*args)
+        finally:
+            cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
 class CloseCounter:

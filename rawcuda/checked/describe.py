@@ -17,6 +17,7 @@ import ctypes
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..ffi.cuda import TABLE
 from ..ffi.decl import Decl
 from ..ffi.library import LIBCUDA
 from ..ffi.results import Result
@@ -40,27 +41,28 @@ _KIB = 1024
 _quiet_cache: dict[str, Any] = {}
 
 
-def quiet(symbol: str, argtypes: Sequence[Any]) -> Any:
-    """An *unchecked* libcuda function for use while handling an error: None (never an exception) when
-    the driver is not loaded or does not export ``symbol``."""
-    fn = _quiet_cache.get(symbol)
+def quiet(name: str) -> Any:
+    """Driver row ``name`` bound *without* the error check, for use while handling an error: None (never an
+    exception) when the driver is not loaded yet or does not export the row's symbol."""
+    fn = _quiet_cache.get(name)
     if fn is None:
         driver = LIBCUDA.loaded()
         if driver is None:
             return None
+        decl = TABLE[name]
         try:
-            fn = driver.handle[symbol]
+            fn = driver.handle[decl.symbol]
         except AttributeError:
             return None
-        fn.restype = ctypes.c_int
-        fn.argtypes = list(argtypes)
-        _quiet_cache[symbol] = fn
+        fn.restype = decl.restype
+        fn.argtypes = decl.argtypes
+        _quiet_cache[name] = fn
     return fn
 
 
 def driver_description(code: int) -> str:
     """cuGetErrorString for a code, or "" when the driver cannot say (stub, unknown code, no driver)."""
-    fn = quiet("cuGetErrorString", [ctypes.c_int, ctypes.POINTER(ctypes.c_char_p)])
+    fn = quiet("cuGetErrorString")
     text = ctypes.c_char_p()
     if fn is None or fn(code, ctypes.byref(text)) != 0 or not text.value:
         return ""
@@ -69,7 +71,7 @@ def driver_description(code: int) -> str:
 
 def device_memory_free() -> int | None:
     """Free device memory in the current context, asked unchecked (None if the driver cannot say)."""
-    fn = quiet("cuMemGetInfo_v2", [ctypes.POINTER(ctypes.c_size_t)] * 2)
+    fn = quiet("cuMemGetInfo")
     free, total = ctypes.c_size_t(), ctypes.c_size_t()
     if fn is None or fn(ctypes.byref(free), ctypes.byref(total)) != 0:
         return None

@@ -10,10 +10,8 @@ rather than report. rawcuda keeps that idea and goes further:
   :class:`ModuleLoadError`, :class:`KernelFaultError` ...), and also derive from the matching built-in
   (``MemoryError``, ``ValueError``, ``LookupError``) so generic handlers work.
 * The codes people actually hit get a curated ``hint`` (:mod:`rawcuda.checked.hints`): cause and fix.
-* NVRTC's failures (:class:`NvrtcError`) follow the same pattern with NVRTC's own result codes, which
-  overlap CUresult's numbers but not their meanings -- so they are a separate family.
-
-This module only defines classes: it calls nothing, so every layer above layer 0 can raise from it.
+* NVRTC's failures (:class:`NvrtcError`) are a family of their own: NVRTC's result codes overlap
+  CUresult's numbers but not their meanings. This file only defines classes; it calls nothing.
 """
 
 from __future__ import annotations
@@ -34,48 +32,44 @@ class RawCudaError(Exception):
     """Base of every exception rawcuda raises on purpose."""
 
 
-class DriverNotFoundError(RawCudaError, OSError):
-    """No libcuda could be opened. Lists every candidate tried and why it failed."""
+class LibraryMissingError(RawCudaError, OSError):
+    """A library rawcuda needs could not be opened. Lists every candidate tried and why it failed.
+
+    The loader (layer 0) only reports the search; the subclasses say which library it was and how to fix it.
+    """
+
+    head = "could not load a library (tried {names})"
+    real_file = "the library"
+    install = "set {env_var} to its full path"
 
     def __init__(self, tried: Sequence[tuple[str, str]], env_var: str, env_set: bool) -> None:
         self.tried = list(tried)
-        names = ", ".join(name for name, _ in self.tried)
-        lines = [f"could not load the NVIDIA driver library libcuda (tried {names})"]
-        lines += [f"  {name}: {why}" for name, why in self.tried]
-        if env_set:
-            lines.append(f"fix: {env_var} is set, so only that path was tried; point it at a real "
-                         f"libcuda.so.1 or unset it to search the usual places")
-        else:
-            lines.append(f"fix: install the NVIDIA driver (nvidia-smi should work), or set {env_var} to "
-                         "the full path of libcuda.so.1")
-        super().__init__("\n".join(lines))
+        fix = (f"{env_var} is set, so only that path was tried; point it at a real {self.real_file}, or unset it to "
+               "search the usual places" if env_set else self.install.format(env_var=env_var))
+        head = self.head.format(names=", ".join(name for name, _ in self.tried))
+        super().__init__("\n".join([head, *describe_tried(self.tried), "fix: " + fix]))
 
     @classmethod
-    def from_search(cls, search: LibraryNotFoundError) -> DriverNotFoundError:
+    def from_search(cls, search: LibraryNotFoundError) -> LibraryMissingError:
         """The error to raise for the loader's report of a failed search (every candidate, and why)."""
         return cls(search.tried, env_var=search.library.env_var, env_set=search.env_set)
 
 
-class NvrtcNotFoundError(RawCudaError, OSError):
-    """No libnvrtc could be opened. Lists every candidate tried and why it failed."""
+class DriverNotFoundError(LibraryMissingError):
+    """No libcuda could be opened."""
 
-    def __init__(self, tried: Sequence[tuple[str, str]], env_var: str, env_set: bool) -> None:
-        self.tried = list(tried)
-        lines = ["could not load NVRTC, the runtime CUDA C++ compiler (libnvrtc); tried:"]
-        lines += describe_tried(self.tried)
-        if env_set:
-            lines.append(f"fix: {env_var} is set, so only that path was tried; point it at a real "
-                         "libnvrtc.so.13 (or .12), or unset it to search the usual places")
-        else:
-            lines.append("fix: install NVRTC (it ships with the CUDA toolkit, as its own package in most "
-                         f"distributions), set CUDA_HOME to the toolkit, or set {env_var} to the full path of "
-                         "libnvrtc.so.13")
-        super().__init__("\n".join(lines))
+    head = "could not load the NVIDIA driver library libcuda (tried {names})"
+    real_file = "libcuda.so.1"
+    install = "install the NVIDIA driver (nvidia-smi should work), or set {env_var} to the full path of libcuda.so.1"
 
-    @classmethod
-    def from_search(cls, search: LibraryNotFoundError) -> NvrtcNotFoundError:
-        """The error to raise for the loader's report of a failed search (every candidate, and why)."""
-        return cls(search.tried, env_var=search.library.env_var, env_set=search.env_set)
+
+class NvrtcNotFoundError(LibraryMissingError):
+    """No libnvrtc could be opened."""
+
+    head = "could not load NVRTC, the runtime CUDA C++ compiler (libnvrtc); tried:"
+    real_file = "libnvrtc.so.13 (or .12)"
+    install = ("install NVRTC (it ships with the CUDA toolkit, as its own package in most distributions), set "
+               "CUDA_HOME to the toolkit, or set {env_var} to the full path of libnvrtc.so.13")
 
 
 def describe_tried(tried: list[tuple[str, str]]) -> list[str]:
