@@ -6,9 +6,9 @@
     python build.py --list             # what the manifest says: kernels, entries, parameters, PTX ISA
     python build.py --check            # CI: exit 1 if the committed PTX is out of date
 
-This file is the command line; the logic (and the essay on why PTX, why a virtual architecture, why the
-nvcc version is part of the cache key) is in rawcuda/kernelbuild.py, so the demo and the tests can build
-on demand without it.
+This file is the command line; the logic is in rawcuda/tools/kernelbuild.py (with the essay on why PTX and
+why the nvcc version is part of the cache key) and rawcuda/tools/nvcc.py (finding nvcc; why a virtual
+architecture, and the other options), so the demo and the tests can build on demand without it.
 """
 
 from __future__ import annotations

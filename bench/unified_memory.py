@@ -38,7 +38,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import rawcuda
 from rawcuda import Device, DeviceBuffer, Event, ManagedBuffer, ops
 from rawcuda.context import default_context
-from rawcuda.ffi.constants import DeviceAttribute, MemAdvise
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.constants import MemAdvise
 
 MIB = 1 << 20
 WARMUP = 3

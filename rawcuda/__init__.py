@@ -92,8 +92,8 @@ _LAZY: dict[str, str] = {
     "StreamFlag": "rawcuda.ffi.constants",
     "EventFlag": "rawcuda.ffi.constants",
     "HostAllocFlag": "rawcuda.ffi.constants",
-    "DeviceAttribute": "rawcuda.ffi.constants",
-    "FunctionAttribute": "rawcuda.ffi.constants",
+    "DeviceAttribute": "rawcuda.ffi.attributes",
+    "FunctionAttribute": "rawcuda.ffi.attributes",
     "MemAdvise": "rawcuda.ffi.constants",
     "JitOption": "rawcuda.ffi.constants",
 }

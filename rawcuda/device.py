@@ -14,7 +14,7 @@ from ctypes import byref, c_int, c_size_t
 
 from . import checked
 from .checked import cu
-from .ffi.constants import DeviceAttribute
+from .ffi.attributes import DeviceAttribute
 from .ffi.types import CUuuid
 
 _NAME_BYTES = 256

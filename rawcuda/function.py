@@ -26,8 +26,8 @@ from . import checked
 from .checked import cu
 from .checked.errors import ClosedError
 from .context import SYNC_LAUNCHES
-from .ffi.constants import DeviceAttribute as A
-from .ffi.constants import FunctionAttribute
+from .ffi.attributes import DeviceAttribute as A
+from .ffi.attributes import FunctionAttribute
 from .kernelargs import ArgPacker, Packed, ParamSpec, same_objects
 from .resource import closes
 from .stream import Stream, stream_handle

@@ -38,9 +38,10 @@ import numpy as np
 from .checked import cu
 from .checked.errors import NotSupportedError, RawCudaError
 from .context import CloseOrder, Context, resolve
-from .devicebuffer import DeviceBuffer, normalize_dtype
+from .devicebuffer import DeviceBuffer
+from .elements import normalize_dtype
+from .ffi.attributes import DeviceAttribute
 from .ffi.constants import (
-    DeviceAttribute,
     MemAccessFlag,
     MemAllocationType,
     MemGranularity,

@@ -39,7 +39,8 @@ from .checked import cu
 from .context import Context
 from .device import Device
 from .devicebuffer import DeviceBuffer
-from .ffi.constants import DeviceAttribute, MemAdvise, MemAttachFlag, MemLocationType
+from .ffi.attributes import DeviceAttribute
+from .ffi.constants import MemAdvise, MemAttachFlag, MemLocationType
 from .ffi.types import CUmemLocation
 from .pinned import host_view
 from .stream import Stream, stream_handle

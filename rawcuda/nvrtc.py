@@ -47,7 +47,7 @@ from .checked import nv
 from .checked.binding import nvrtc_error_string
 from .checked.errors import NvrtcError, RawCudaError
 from .context import Context
-from .ffi.constants import DeviceAttribute
+from .ffi.attributes import DeviceAttribute
 from .ffi.nvrtc import nvrtcProgram
 from .module import Module
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from .checked import cu
 from .context import CloseOrder, Context, resolve
-from .devicebuffer import normalize_dtype, normalize_shape
+from .elements import normalize_dtype, normalize_shape
 from .ffi.constants import HostAllocFlag
 from .resource import Resource, finalize_child
 

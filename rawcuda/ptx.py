@@ -47,7 +47,16 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
-from .checked.errors import RawCudaError
+from .ptxtext import (
+    PtxParseError,
+    as_text,
+    line_of,
+    parse_address_size,
+    parse_targets,
+    parse_version,
+    strip_comments,
+    without_strings,
+)
 
 #: Bytes per element of every PTX type a parameter can have. ``.pred`` is counted as one byte: PTX
 #: gives it no memory size, and a one-byte slot is what a C ``bool`` would use.
@@ -66,13 +75,6 @@ PERFORMANCE_DIRECTIVES = frozenset({
     "explicitcluster", "reqnctapercluster", "maxclusterrank", "blocksareclusters", "abi_preserve",
     "abi_preserve_control",
 })
-
-DEFAULT_ADDRESS_SIZE = 32  # what the PTX ISA says a module without .address_size uses
-
-
-class PtxParseError(RawCudaError, ValueError):
-    """The text is not PTX this parser understands; the message says what is missing or malformed."""
-
 
 @dataclass(frozen=True)
 class Param:
@@ -151,96 +153,6 @@ class PtxInfo:
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Text preparation
-
-# One alternation so that string literals are consumed whole: a "//" inside a string is not a comment.
-_COMMENT_OR_STRING = re.compile(r'"(?:\\.|[^"\\\n])*"|//[^\n]*|/\*.*?\*/', re.S)
-_ELF_MAGIC = b"\x7fELF"
-_FATBIN_MAGIC = b"\x50\xed\x55\xba"  # 0xBA55ED50, little-endian
-
-
-def strip_comments(text: str) -> str:
-    """Remove ``//`` and ``/* */`` comments, keeping string literals and the line structure."""
-
-    def keep_lines(match: re.Match[str]) -> str:
-        token = match.group(0)
-        if token.startswith('"'):
-            return token
-        return "\n" * token.count("\n") or " "
-
-    stripped = _COMMENT_OR_STRING.sub(keep_lines, text)
-    if "/*" in _without_strings(stripped):
-        line = stripped[: _without_strings(stripped).index("/*")].count("\n") + 1
-        raise PtxParseError(f"unterminated /* comment starting on line {line}")
-    return stripped
-
-
-def _without_strings(text: str) -> str:
-    return re.sub(r'"(?:\\.|[^"\\\n])*"', lambda m: " " * len(m.group(0)), text)
-
-
-def _as_text(data: str | bytes) -> str:
-    if isinstance(data, str):
-        return data.rstrip("\0")
-    head = bytes(data[:4])
-    if head == _ELF_MAGIC:
-        raise PtxParseError("this is an ELF file (a cubin), not PTX text; only PTX has a text header to parse")
-    if head == _FATBIN_MAGIC:
-        raise PtxParseError("this is a fatbin (binary), not PTX text; extract the PTX with cuobjdump -ptx")
-    try:
-        return bytes(data).decode("utf-8").rstrip("\0")
-    except UnicodeDecodeError as exc:
-        raise PtxParseError(f"not PTX: the data is not text (byte {exc.start} is not UTF-8)") from exc
-
-
-# ---------------------------------------------------------------------------------------------------------
-# The module header
-
-_VERSION = re.compile(r"(?m)^[ \t]*\.version[ \t]+(\S+)[ \t]*$")
-_TARGET = re.compile(r"(?m)^[ \t]*\.target[ \t]+([^\n]*?)[ \t]*$")
-_ADDRESS_SIZE = re.compile(r"(?m)^[ \t]*\.address_size[ \t]+(\S+)[ \t]*$")
-_VERSION_VALUE = re.compile(r"(\d+)\.(\d+)")
-_TARGET_TOKEN = re.compile(r"[A-Za-z_][\w]*")
-
-
-def _line_of(text: str, pos: int) -> int:
-    return text.count("\n", 0, pos) + 1
-
-
-def _parse_version(text: str) -> tuple[int, int]:
-    m = _VERSION.search(text)
-    if m is None:
-        raise PtxParseError(
-            "not PTX: no '.version X.Y' directive (every PTX module starts with one, e.g. '.version 9.0')"
-        )
-    value = _VERSION_VALUE.fullmatch(m.group(1))
-    if value is None:
-        raise PtxParseError(
-            f"line {_line_of(text, m.start())}: malformed .version {m.group(1)!r}: expected MAJOR.MINOR, e.g. 9.0"
-        )
-    return int(value.group(1)), int(value.group(2))
-
-
-def _parse_targets(text: str) -> tuple[str, ...]:
-    m = _TARGET.search(text)
-    if m is None:
-        raise PtxParseError("no '.target' directive: expected a line like '.target sm_80' after .version")
-    tokens = tuple(t.strip() for t in m.group(1).split(","))
-    if not tokens or not all(_TARGET_TOKEN.fullmatch(t) for t in tokens):
-        raise PtxParseError(f"line {_line_of(text, m.start())}: malformed .target {m.group(1)!r}")
-    return tokens
-
-
-def _parse_address_size(text: str) -> int:
-    m = _ADDRESS_SIZE.search(text)
-    if m is None:
-        return DEFAULT_ADDRESS_SIZE
-    if m.group(1) not in ("32", "64"):
-        raise PtxParseError(f"line {_line_of(text, m.start())}: .address_size must be 32 or 64, not {m.group(1)!r}")
-    return int(m.group(1))
-
-
-# ---------------------------------------------------------------------------------------------------------
 # Kernels
 
 # The keyword, not a prefix of a longer one, and not part of an instruction like "ld.param.entry".
@@ -266,7 +178,7 @@ _NUMBERS = re.compile(r"[\s\d,]*")
 
 
 def _entries(text: str) -> Iterator[Entry]:
-    masked = _without_strings(text)
+    masked = without_strings(text)
     for m in _ENTRY.finditer(masked):
         entry = _parse_entry(text, masked, m.end())
         if entry is not None:
@@ -275,7 +187,7 @@ def _entries(text: str) -> Iterator[Entry]:
 
 def _parse_entry(text: str, masked: str, pos: int) -> Entry | None:
     """Parse one ``.entry`` from just after the keyword; None for a declaration without a body."""
-    line = _line_of(text, pos)
+    line = line_of(text, pos)
     name_match = _IDENTIFIER.match(masked, _skip_space(masked, pos))
     if name_match is None:
         raise PtxParseError(f"line {line}: .entry without a kernel name")
@@ -367,13 +279,13 @@ def parse(text: str | bytes) -> PtxInfo:
 
     Raises :class:`PtxParseError` naming what is missing or malformed.
     """
-    source = strip_comments(_as_text(text))
+    source = strip_comments(as_text(text))
     if not source.strip():
         raise PtxParseError("not PTX: the text is empty (or only comments); pass PTX text as nvcc --ptx writes "
                             "it, or the path of a .ptx file")
-    version = _parse_version(source)
-    targets = _parse_targets(source)
-    address_size = _parse_address_size(source)
+    version = parse_version(source)
+    targets = parse_targets(source)
+    address_size = parse_address_size(source)
     entries: dict[str, Entry] = {}
     for entry in _entries(source):
         if entry.name in entries:

@@ -54,7 +54,7 @@ from rawcuda import (
 from rawcuda.context import default_context
 from rawcuda.function import Function
 from rawcuda.module import max_ptx_isa
-from rawcuda.ptx import PtxParseError
+from rawcuda.ptxtext import PtxParseError
 
 MIB = 1 << 20
 ONE_TIB = 1 << 40

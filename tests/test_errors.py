@@ -8,7 +8,8 @@ import pytest
 
 import rawcuda
 from rawcuda.checked import errors
-from rawcuda.checked.errors import CudaError, OutOfMemoryError, error_class, format_bytes
+from rawcuda.checked.classify import error_class
+from rawcuda.checked.errors import CudaError, OutOfMemoryError, format_bytes
 from rawcuda.ffi.results import STICKY, Result, c_name
 
 

@@ -16,7 +16,8 @@ from conftest import run_python
 import rawcuda
 from rawcuda import checked
 from rawcuda.checked import cu
-from rawcuda.ffi.constants import DeviceAttribute, JitOption, ProcAddressFlag, ProcAddressQueryResult
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.constants import JitOption, ProcAddressFlag, ProcAddressQueryResult
 from rawcuda.ffi.cuda import TABLE
 from rawcuda.ffi.library import dladdr
 from rawcuda.ffi.types import CUuuid

@@ -13,7 +13,8 @@ import numpy as np
 import pytest
 
 from rawcuda import ClosedError, ptx
-from rawcuda.devicebuffer import DeviceBuffer, exact_element
+from rawcuda.devicebuffer import DeviceBuffer
+from rawcuda.elements import exact_element
 from rawcuda.function import _dims
 from rawcuda.kernelargs import ArgPacker, ArgumentError, ParamSpec
 from rawcuda.module import image_kind, max_ptx_isa

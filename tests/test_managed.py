@@ -13,7 +13,8 @@ import pytest
 
 import rawcuda
 from rawcuda import managed
-from rawcuda.ffi.constants import DeviceAttribute, MemLocationType
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.constants import MemLocationType
 from rawcuda.managed import ManagedBuffer
 
 

@@ -16,7 +16,8 @@ import rawcuda
 from rawcuda import Device, DeviceBuffer, ManagedBuffer, ops
 from rawcuda.checked import cu
 from rawcuda.context import default_context
-from rawcuda.ffi.constants import DeviceAttribute, MemAdvise, PointerAttribute
+from rawcuda.ffi.attributes import DeviceAttribute, PointerAttribute
+from rawcuda.ffi.constants import MemAdvise
 
 pytestmark = pytest.mark.gpu
 

@@ -16,7 +16,8 @@ from conftest import run_python
 import rawcuda
 from rawcuda import Context, Device, DeviceBuffer, Event, ManagedBuffer, Module, PinnedBuffer, Stream
 from rawcuda.context import default_context
-from rawcuda.ffi.constants import CtxFlag, DeviceAttribute, FunctionAttribute, HostAllocFlag, StreamFlag
+from rawcuda.ffi.attributes import DeviceAttribute, FunctionAttribute
+from rawcuda.ffi.constants import CtxFlag, HostAllocFlag, StreamFlag
 from rawcuda.kernelargs import ArgumentError
 
 pytestmark = pytest.mark.gpu

@@ -12,7 +12,8 @@ import rawcuda
 from rawcuda import Context, DeviceBuffer, ops
 from rawcuda.checked import cu
 from rawcuda.context import default_context
-from rawcuda.ffi.constants import DeviceAttribute, MemAccessFlag, MemGranularity, MemLocationType
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.constants import MemAccessFlag, MemGranularity, MemLocationType
 from rawcuda.ffi.types import CUmemLocation
 from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow, round_up
 

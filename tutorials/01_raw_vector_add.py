@@ -18,7 +18,8 @@ from _tutorial import Tutorial, run
 
 from rawcuda import kernels
 from rawcuda.checked import cu
-from rawcuda.ffi.constants import CtxFlag, DeviceAttribute, FunctionAttribute, JitOption, StreamFlag
+from rawcuda.ffi.attributes import DeviceAttribute, FunctionAttribute
+from rawcuda.ffi.constants import CtxFlag, JitOption, StreamFlag
 
 N = 1_000_000  # the seed's n
 BLOCK = 256  # threads per block: a multiple of the warp size (32), enough warps to hide memory latency

@@ -15,7 +15,7 @@ from _tutorial import Tutorial, run
 
 import rawcuda
 from rawcuda import Device, DeviceBuffer, Event, Module, ops
-from rawcuda.ffi.constants import FunctionAttribute
+from rawcuda.ffi.attributes import FunctionAttribute
 
 N = 1 << 26  # 64 Mi floats = 256 MiB: large enough that memory bandwidth, not launch cost, dominates
 BLOCK = 256

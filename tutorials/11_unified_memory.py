@@ -22,7 +22,8 @@ from _tutorial import Tutorial, run
 from rawcuda import Device, DeviceBuffer, Event, ManagedBuffer, ops
 from rawcuda.checked import cu
 from rawcuda.context import default_context
-from rawcuda.ffi.constants import CtxFlag, DeviceAttribute, MemAdvise, PointerAttribute
+from rawcuda.ffi.attributes import DeviceAttribute, PointerAttribute
+from rawcuda.ffi.constants import CtxFlag, MemAdvise
 
 N = 1 << 24  # 16 Mi floats = 64 MiB per array: big enough to time, small next to any GPU's free memory
 REPS = 10

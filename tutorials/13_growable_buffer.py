@@ -24,7 +24,8 @@ from _tutorial import Tutorial, run
 import rawcuda
 from rawcuda import Device, DeviceBuffer, ops
 from rawcuda.context import default_context
-from rawcuda.ffi.constants import DeviceAttribute, MemGranularity
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.constants import MemGranularity
 from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow
 
 GIB = 1 << 30

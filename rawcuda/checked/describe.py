@@ -22,7 +22,8 @@ from ..ffi.decl import Decl
 from ..ffi.library import LIBCUDA
 from ..ffi.results import Result
 from . import process
-from .errors import FORK_ADVICE, CudaError, NvrtcError, OutOfMemoryError, error_class
+from .classify import error_class
+from .errors import FORK_ADVICE, CudaError, NvrtcError, OutOfMemoryError
 
 #: Called with every CudaError before it is raised (layer 2 uses this to mark poisoned contexts).
 error_observers: list[Callable[[CudaError], None]] = []

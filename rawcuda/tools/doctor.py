@@ -18,7 +18,7 @@ import numpy as np
 from .. import __version__, checked, kernels
 from ..checked.errors import CudaError, DriverNotFoundError, StubLibraryError
 from ..device import Device
-from ..ffi.constants import DeviceAttribute
+from ..ffi.attributes import DeviceAttribute
 from ..module import max_ptx_isa
 from .nvcc import KernelBuildError, probe
 

@@ -31,13 +31,16 @@ import tempfile
 from collections.abc import Iterable
 from typing import Any
 
-from ..ffi import constants, nvrtc
+from ..ffi import attributes, constants, nvrtc, results
 from ..ffi.constants import C_DEFINES, C_ENUMS, NOT_IN_HEADER
 from ..ffi.cuda import TABLE, Decl
 from ..ffi.results import NEWER_RESULTS, RESULT_PREFIX, NvrtcResult, Result
 from ..ffi.types import STRUCTS
 from . import cheader
 from .cheader import CType, Header
+
+#: The modules whose enums are checked: each registers its classes in constants.C_ENUMS as it defines them.
+ENUM_MODULES = (constants, attributes, results)
 
 _FUNCTION_POINTER_BASE = ctypes.CFUNCTYPE(None).__mro__[1]  # ctypes' private _CFuncPtr
 

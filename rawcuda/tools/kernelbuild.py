@@ -39,10 +39,7 @@ import hashlib
 import json
 import os
 import re
-import shlex
-import subprocess
 import time
-import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
@@ -51,7 +48,7 @@ from typing import Any
 
 from .. import ptx
 from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
-from .nvcc import BuildOptions, Compiler, KernelBuildError, probe
+from .nvcc import BuildOptions, Compiler, KernelBuildError, compile_kernel, indent, probe, temporary_beside
 
 SOURCE_SUFFIX = ".cu"
 MANIFEST_FORMAT = 1
@@ -166,41 +163,6 @@ def _why_stale(recorded: Mapping[str, Any] | None, key: str, out: Path, force: b
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Compiling one kernel
-
-
-def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOptions) -> str:
-    """Run nvcc on one source and atomically replace ``out``; returns nvcc's warnings (often empty)."""
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = _temporary_beside(out)  # nvcc creates it (so the umask applies); renamed over `out` on success
-    command = [compiler.path, *options.flags(), "-o", str(tmp), str(source)]
-    try:
-        try:
-            done = subprocess.run(command, capture_output=True, text=True, check=False)
-        except OSError as exc:
-            raise KernelBuildError(f"could not run nvcc for {source}: {exc}\ncommand: {shlex.join(command)}",
-                                   source=source, command=command) from exc
-        output = (done.stdout + done.stderr).strip()
-        if done.returncode != 0:
-            raise KernelBuildError(
-                f"nvcc failed to compile {source} (exit status {done.returncode})\n"
-                f"command: {shlex.join(command)}\n"
-                f"nvcc output:\n{_indent(output or '(nothing)')}",
-                source=source,
-                command=command,
-                output=output,
-            )
-        os.replace(tmp, out)
-        return output
-    finally:
-        tmp.unlink(missing_ok=True)
-
-
-def _indent(text: str, prefix: str = "    ") -> str:
-    return "\n".join(prefix + line for line in text.splitlines())
-
-
-# ---------------------------------------------------------------------------------------------------------
 # The manifest
 
 
@@ -247,18 +209,13 @@ def write_atomic(path: Path, data: bytes) -> None:
 
     A rename within one directory is atomic: a reader sees the old file or the new one, never half of it.
     """
-    tmp = _temporary_beside(path)
+    tmp = temporary_beside(path)
     try:
         with tmp.open("xb") as f:
             f.write(data)
         os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
-
-
-def _temporary_beside(path: Path) -> Path:
-    """A fresh hidden name in ``path``'s directory (same file system, so the final rename is atomic)."""
-    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
 
 
 def write_manifest(out_dir: Path, manifest: Mapping[str, Any]) -> bool:
@@ -343,7 +300,7 @@ def _compile_all(stale: list[KernelPlan], options: BuildOptions, compiler: Compi
             say(f"compiled    {p.source.name} -> {p.ptx.name} ({seconds:.1f} s; {p.reason})")
             if warnings:
                 result.warnings[p.stem] = warnings
-                say(_indent(warnings))
+                say(indent(warnings))
     return failures
 
 

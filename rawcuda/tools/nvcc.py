@@ -1,4 +1,4 @@
-"""Tool: finding nvcc, asking its version, and the options that decide what PTX it writes.
+"""Tool: nvcc -- finding it, asking its version, the options that decide the PTX, compiling one kernel.
 
 Used by :mod:`rawcuda.tools.kernelbuild` (which decides *what* to compile and caches the results) and by
 ``python -m rawcuda doctor``. What each option is for:
@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -135,5 +136,43 @@ def probe(nvcc: str | None = None) -> Compiler:
     return Compiler(path=path, version=done.stdout.strip())
 
 
-__all__ = ["DEFAULT_ARCH", "NVCC_ENV", "BuildOptions", "Compiler", "KernelBuildError", "find_nvcc", "nvcc_candidates",
-           "probe"]
+# --- compiling one kernel ---------------------------------------------------------------------------------
+def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOptions) -> str:
+    """Run nvcc on one source and atomically replace ``out``; returns nvcc's warnings (often empty)."""
+    out.parent.mkdir(parents=True, exist_ok=True)
+    tmp = temporary_beside(out)  # nvcc creates it (so the umask applies); renamed over `out` on success
+    command = [compiler.path, *options.flags(), "-o", str(tmp), str(source)]
+    try:
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise KernelBuildError(f"could not run nvcc for {source}: {exc}\ncommand: {shlex.join(command)}",
+                                   source=source, command=command) from exc
+        output = (done.stdout + done.stderr).strip()
+        if done.returncode != 0:
+            raise KernelBuildError(
+                f"nvcc failed to compile {source} (exit status {done.returncode})\n"
+                f"command: {shlex.join(command)}\n"
+                f"nvcc output:\n{indent(output or '(nothing)')}",
+                source=source,
+                command=command,
+                output=output,
+            )
+        os.replace(tmp, out)
+        return output
+    finally:
+        tmp.unlink(missing_ok=True)
+
+
+def indent(text: str, prefix: str = "    ") -> str:
+    """Every line of ``text`` indented (nvcc's output inside an error message)."""
+    return "\n".join(prefix + line for line in text.splitlines())
+
+
+def temporary_beside(path: Path) -> Path:
+    """A fresh hidden name in ``path``'s directory (same file system, so the final rename is atomic)."""
+    return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
+
+
+__all__ = ["DEFAULT_ARCH", "NVCC_ENV", "BuildOptions", "Compiler", "KernelBuildError", "compile_kernel", "find_nvcc",
+           "indent", "nvcc_candidates", "probe", "temporary_beside"]
