@@ -1,6 +1,8 @@
-"""Layer 0: the foreign-function interface -- declarations only, no behaviour.
+"""Layer 0: the foreign-function interface -- declarations only, and the one loader.
 
-``library`` finds and opens libcuda (lazily); ``types`` spells cuda.h's C types in ctypes; ``constants``
-and ``results`` name every number rawcuda sends or receives; ``table`` is the declaration table itself;
-``cheader`` and ``headercheck`` read cuda.h and prove the table against it.
+``decl`` is the row type of both tables: ``cuda/`` (the driver's, by topic) and ``nvrtc`` (NVRTC's).
+``types`` spells the C types in ctypes; ``constants``, ``attributes`` and ``results`` name every number
+rawcuda sends or receives; ``library`` finds and opens libcuda and libnvrtc, lazily. Nothing here calls a
+driver function, and nothing here imports from outside ``rawcuda/ffi/``: layer 1 (:mod:`rawcuda.checked`)
+binds the rows, and ``python -m rawcuda.tools.headercheck`` proves them against the C headers.
 """
