@@ -25,7 +25,7 @@ knows the driver's function names and their versions, not cuda.h's macros. Mostl
 only two versions of ``cuGraphInstantiate`` itself, 10.0 and 11.0, both with the old five arguments
 (error node, log buffer, size) -- so asking for "cuGraphInstantiate" at 13.0 answers with that old
 function, not the three-argument one a CUDA 13 program calls. :func:`driver_function_name` gives the name
-to ask for; ``tests/test_procaddress_gpu.py`` checks both answers, naming each address with ``dladdr``.
+to ask for; ``tests/gpu/test_procaddress.py`` checks both answers, naming each address with ``dladdr``.
 """
 
 from __future__ import annotations

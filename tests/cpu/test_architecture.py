@@ -303,3 +303,10 @@ def test_each_docstring_names_its_layer(modules: dict[str, Module]) -> None:
         if word is not None and not re.match(rf"{word}\b", first):
             missing.append(f"{m.name}: {first!r} should start with {word!r}")
     assert missing == []
+
+
+def test_every_folder_is_a_package() -> None:
+    # A folder without __init__.py still imports from a checkout (a namespace package), but setuptools'
+    # find_packages leaves it out of a wheel: `pip install .` then ships rawcuda without rawcuda/tools/.
+    folders = {p.parent for p in PACKAGE_DIR.rglob("*.py")}
+    assert sorted(str(f.relative_to(PACKAGE_DIR.parent)) for f in folders if not (f / "__init__.py").is_file()) == []
