@@ -4,7 +4,8 @@ The seed article: "when the number of kernel calls reaches the hundreds, the lau
 ~5-10 us). CUDA Graphs capture the whole launch sequence as a graph and replay it as a single operation
 ... in a typical transformer inference pipeline (10 matmul kernels + 5 element-wise operations) the
 end-to-end latency drops by 15%-25%." cust has no wrapper for graphs, so the seed falls back to
-hand-written FFI. rawcuda's is ``rawcuda/graph.py`` over the rows of ``rawcuda/ffi/cuda/graph.py``.
+hand-written FFI. rawcuda's is four files -- ``rawcuda/streamcapture.py`` (capture), ``rawcuda/graph.py``,
+``rawcuda/kernelnode.py`` and ``rawcuda/graphexec.py`` -- over the rows of ``rawcuda/ffi/cuda/graph.py``.
 
 This tutorial builds exactly that pipeline -- 5 layers of ``act(x @ Wa) @ Wb`` -- runs it with ordinary
 launches, captures the *same Python code* into a graph, replays it, proves the replay computes the same

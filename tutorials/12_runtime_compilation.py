@@ -8,7 +8,7 @@ cannot generate CUDA kernels at run time". That sentence mixes up two things:
 * generating a *CUDA C++* kernel at run time and compiling it -- which any language can do, because the
   compiler is a library: NVRTC (libnvrtc), the runtime compilation library shipped with the toolkit.
   Hand it source text, get PTX back, load it with the driver. Rust calls it through FFI exactly as this
-  tutorial calls it through ctypes (rawcuda/ffi/nvrtc_table.py declares it by hand, like the driver).
+  tutorial calls it through ctypes (rawcuda/ffi/nvrtc.py declares it by hand, like the driver).
 
 The last step looks at another run-time lookup: cuGetProcAddress, which finds a driver function by name
 *and CUDA version* instead of by exported symbol.
