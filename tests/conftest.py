@@ -1,43 +1,42 @@
-"""Shared test machinery: the `gpu` marker, a fake libcuda, and a way to run code in a fresh interpreter.
+"""Shared test machinery: the `gpu` marker and its skip, and the fixtures more than one test file uses.
 
-GPU tests are marked ``@pytest.mark.gpu``. On a machine without a usable driver and GPU they are skipped,
-and the skip reason is the first line of the error rawcuda itself raised (so `pytest -rs` shows *why*).
+tests/cpu/ holds the tests that need no GPU; tests/gpu/ the ones that do. The folder is the marker: every
+test collected from tests/gpu/ is marked ``gpu`` here (an explicit ``@pytest.mark.gpu`` as well is harmless),
+so ``-m gpu`` and ``-m "not gpu"`` select by folder. On a machine without a usable driver and GPU the
+gpu-marked tests are skipped, and the skip reason is the first line of the error rawcuda itself raised (so
+``pytest -rs`` shows *why*). Helpers that are not fixtures are in tests/helpers.py; tests/cpu/test_layout.py
+checks that every test file sits in one of the two folders and carries the marker its folder says.
 """
 
 from __future__ import annotations
 
-import ctypes
 import functools
-import os
-import shutil
-import subprocess
-import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
+import numpy as np
 import pytest
 
-ROOT = Path(__file__).resolve().parent.parent
-FAKE_SOURCE = Path(__file__).resolve().parent / "fakecuda" / "fakecuda.c"
+from tests.helpers import GPU_DIR, TESTS_DIR, build_shared_library, gpu_unavailable_reason
+
+if TYPE_CHECKING:  # rawcuda is imported where a fixture needs it, so that a broken rawcuda fails tests, not this
+    from rawcuda import Function, Stream
+
+FAKE_SOURCE = TESTS_DIR / "fakecuda" / "fakecuda.c"
 
 
 @functools.cache
-def gpu_unavailable_reason() -> str | None:
-    """None when a driver loads and sees a GPU; otherwise why not, in one line."""
-    try:
-        from rawcuda import checked
-
-        checked.init()
-        count = ctypes.c_int()
-        checked.cu.cuDeviceGetCount(ctypes.byref(count))
-        if count.value < 1:
-            return "the NVIDIA driver loaded but reports no GPU"
-    except Exception as exc:  # any failure to reach a GPU is a reason to skip, shown verbatim
-        return f"no usable GPU: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-    return None
+def in_gpu_dir(path: Path) -> bool:
+    return path.resolve().is_relative_to(GPU_DIR)
 
 
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the folder's marker must already be there
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    gpu_items = [item for item in items if "gpu" in item.keywords]
+    for item in items:
+        if in_gpu_dir(item.path):
+            item.add_marker(pytest.mark.gpu)
+    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
     if not gpu_items:
         return
     reason = gpu_unavailable_reason()
@@ -46,27 +45,53 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
             item.add_marker(pytest.mark.skip(reason=reason))
 
 
-def python_env(**extra: str) -> dict[str, str]:
-    """The environment for a child interpreter that imports rawcuda from this source tree."""
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + os.pathsep + env.get("PYTHONPATH", "")
-    env.pop("RAWCUDA_LIBCUDA", None)
-    env.update(extra)
-    return env
-
-
-def run_python(code: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
-    """Run ``code`` in a fresh interpreter (fresh driver state) and capture what it printed."""
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=python_env(**env), capture_output=True,
-                          text=True, timeout=timeout)
-
-
+# --- without a GPU ------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def fake_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """tests/fakecuda/fakecuda.c built as a shared library (skips when there is no C compiler)."""
-    compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
-    if not compiler:
-        pytest.skip("no C compiler to build the fake libcuda")
     out = tmp_path_factory.mktemp("fakecuda") / "libfakecuda.so"
-    subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(FAKE_SOURCE)], check=True)
-    return out
+    return build_shared_library(FAKE_SOURCE, out, "the fake libcuda")
+
+
+@pytest.fixture(scope="module")
+def nvcc() -> str:
+    """The nvcc that rawcuda.tools.nvcc finds (skips the tests that compile when there is none)."""
+    from rawcuda.tools import nvcc as nvcc_tool
+
+    try:
+        return nvcc_tool.find_nvcc()
+    except nvcc_tool.KernelBuildError as exc:
+        pytest.skip(f"nvcc is not available, so nothing can be compiled: {str(exc).splitlines()[0]}")
+
+
+# --- on the GPU ---------------------------------------------------------------------------------------------------
+@pytest.fixture
+def rng() -> np.random.Generator:
+    return np.random.default_rng()
+
+
+@pytest.fixture
+def stream() -> Iterator[Stream]:
+    """A fresh rawcuda.Stream on the default context, closed after the test."""
+    from rawcuda import Stream
+
+    s = Stream()
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def vector_add(request: pytest.FixtureRequest) -> Function:
+    """kernels/vector_add as a rawcuda.Function, loaded once per test module.
+
+    A module that sets ``WARM_UP_KERNELS = True`` gets it launched once first, outside any capture: a first
+    launch may load the kernel (lazy loading), and loading is not work a capture can record. The launch has
+    n = 0 (every parameter zero), so it does nothing.
+    """
+    from rawcuda import Module, kernels, ops
+
+    fn = Module(kernels.ptx_path("vector_add")).function("vector_add")
+    if getattr(request.module, "WARM_UP_KERNELS", False):
+        fn.launch(1, ops.BLOCK, *[0] * len(fn.params))
+        fn.context.synchronize()
+    return fn

@@ -5,7 +5,7 @@
 # Usage, from the repository root:
 #   bash tests/sanitizer/run_sanitizer.sh            # the full run
 #   bash tests/sanitizer/run_sanitizer.sh --short    # tutorial 01 + the kernel workload + racecheck on the
-#                                                    # reduction: what tests/test_sanitizer_gpu.py runs
+#                                                    # reduction: what tests/gpu/test_sanitizer.py runs
 #
 # Environment:
 #   COMPUTE_SANITIZER   the tool (default: compute-sanitizer on PATH, else /usr/local/cuda/bin/compute-sanitizer)

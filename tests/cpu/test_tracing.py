@@ -1,0 +1,66 @@
+"""Call tracing: every driver call printed with arguments, result and time; nothing at all when off.
+
+Here with the fake libcuda (tests/fakecuda/); a real vector add traced on a GPU is in tests/gpu/test_tracing.py.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from tests.helpers import run_python
+
+TRACE_SCRIPT = """
+import ctypes, io, json, rawcuda
+from rawcuda import checked
+from rawcuda.checked import cu
+out = io.StringIO()
+p = ctypes.c_uint64()
+cu.cuInit(0)
+bare = type(cu.cuInit).__name__
+with rawcuda.trace(file=out):
+    inside = type(cu.cuInit).__name__
+    cu.cuMemAlloc(ctypes.byref(p), 4096)
+    with rawcuda.trace(file=out):
+        cu.cuDriverGetVersion(ctypes.byref(ctypes.c_int()))
+    try:
+        cu.cuMemAlloc(ctypes.byref(p), 1 << 40)
+    except rawcuda.OutOfMemoryError:
+        pass
+    slot = checked.hot_slot("cuLaunchKernel")
+    args = [ctypes.c_uint(1)] * 7
+    slot.call(ctypes.c_void_p(0x7f00aabbcc00), *args, ctypes.c_void_p(0), (ctypes.c_void_p * 1)(), None)
+after = type(cu.cuInit).__name__, type(cu.cuMemAlloc).__name__, type(slot.call).__name__
+print(json.dumps({"bare": bare, "inside": inside, "after": after, "lines": out.getvalue().splitlines()}))
+"""
+
+
+def test_trace_prints_each_call_and_costs_nothing_when_off(fake_libcuda: Path) -> None:
+    proc = run_python(TRACE_SCRIPT, RAWCUDA_LIBCUDA=str(fake_libcuda))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    assert result["bare"] == "_FuncPtr" and result["inside"] == "function"
+    assert result["after"] == ["_FuncPtr", "_FuncPtr", "_FuncPtr"]  # off again: the bare ctypes functions
+    lines = result["lines"]
+    assert len(lines) == 4, lines
+    assert lines[0].startswith("[rawcuda] cuMemAlloc_v2(dptr=&c_ulong, bytesize=4096)")
+    assert "-> CUDA_SUCCESS" in lines[0] and lines[0].endswith(" us")
+    assert lines[1].startswith("[rawcuda] cuDriverGetVersion(")  # a nested trace block prints once
+    assert "bytesize=1099511627776" in lines[2] and "CUDA_ERROR_OUT_OF_MEMORY (2)" in lines[2]
+    assert lines[3].startswith("[rawcuda] cuLaunchKernel(f=0x…bbcc00, gridDimX=1,")  # the hot path too
+
+
+def test_environment_variable_traces_the_whole_process(fake_libcuda: Path) -> None:
+    proc = run_python("import rawcuda\nrawcuda.init()\nprint(rawcuda.driver_version())",
+                      RAWCUDA_LIBCUDA=str(fake_libcuda), RAWCUDA_TRACE="1")
+    assert proc.returncode == 0
+    assert "[rawcuda] cuInit(Flags=0)" in proc.stderr and "[rawcuda] cuDriverGetVersion(" in proc.stderr
+    quiet = run_python("import rawcuda\nrawcuda.init()", RAWCUDA_LIBCUDA=str(fake_libcuda), RAWCUDA_TRACE="0")
+    assert quiet.stderr == ""
+
+
+def test_short_handles() -> None:
+    from rawcuda.checked.tracing import short_handle
+
+    assert short_handle(0) == "NULL" and short_handle(0x1234) == "0x1234"
+    assert short_handle(0x7F3A2C001200) == "0x…001200"

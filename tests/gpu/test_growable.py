@@ -1,0 +1,182 @@
+"""GrowableBuffer on a real GPU: reserve once, map chunks, grow without moving or losing contents."""
+
+from __future__ import annotations
+
+import gc
+from ctypes import byref, c_ulonglong
+
+import numpy as np
+import pytest
+
+import rawcuda
+from rawcuda import Context, DeviceBuffer, ops
+from rawcuda.checked import cu
+from rawcuda.context import default_context
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.constants import MemAccessFlag, MemGranularity, MemLocationType
+from rawcuda.ffi.types import CUmemLocation
+from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow, round_up
+
+pytestmark = pytest.mark.gpu
+
+MIB = 1 << 20
+CAPACITY = 256 * MIB  # address space only: costs no memory until mapped
+NAN32 = np.float32(np.nan)
+
+
+@pytest.fixture(scope="module")
+def granularity() -> int:
+    if not rawcuda.Device(0).attribute(DeviceAttribute.VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED):
+        pytest.skip("this GPU does not support virtual memory management")
+    return allocation_granularity()
+
+
+def test_granularity_is_a_power_of_two_and_no_larger_than_recommended(granularity: int) -> None:
+    assert granularity > 0 and granularity & (granularity - 1) == 0
+    assert allocation_granularity(which=MemGranularity.RECOMMENDED) % granularity == 0
+
+
+def test_grow_keeps_the_address_and_the_contents(granularity: int, rng: np.random.Generator) -> None:
+    per_chunk = granularity // 4  # float32 elements in one granularity unit
+    sizes = [1, per_chunk - 1, per_chunk, per_chunk + 1, 3 * per_chunk + 12_345, 7 * per_chunk]
+    with GrowableBuffer(CAPACITY, np.float32) as buf:
+        assert buf.size == 0 and buf.mapped_bytes == 0 and buf.chunks == []
+        base = buf.ptr
+        reference = np.empty(0, np.float32)
+        for n in sizes:
+            fresh = rng.standard_normal(n - reference.size, dtype=np.float32)
+            buf.extend(fresh)
+            reference = np.concatenate([reference, fresh])
+            assert buf.ptr == base and buf.buffer.ptr == base, "the address must never change"
+            assert buf.size == n and buf.mapped_bytes == round_up(n * 4, granularity)
+            np.testing.assert_array_equal(buf.to_array(), reference)  # every element, old and new
+        offsets = [offset for offset, _ in buf.chunks]
+        assert offsets == sorted(offsets) and offsets[0] == 0
+        assert all(a + s == b for (a, s), (b, _) in zip(buf.chunks, buf.chunks[1:], strict=False)), "contiguous"
+        assert buf.__cuda_array_interface__["data"] == (base, False)
+        assert buf.__cuda_array_interface__["shape"] == (sizes[-1],)
+
+
+def test_a_grow_within_the_mapped_bytes_maps_nothing(granularity: int) -> None:
+    with GrowableBuffer(CAPACITY, np.float32) as buf:
+        buf.grow(10)
+        chunks = buf.chunks
+        buf.grow(granularity // 4)  # still fits the first chunk
+        assert buf.chunks == chunks and buf.size == granularity // 4
+        buf.grow(granularity // 4)  # same size: nothing happens
+        with pytest.raises(ValueError, match="only grows"):
+            buf.grow(5)
+
+
+def test_kernels_run_across_chunk_boundaries(granularity: int, rng: np.random.Generator) -> None:
+    n = 2 * (granularity // 4) + 777  # spans three chunks when grown in steps
+    a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    bufs = [GrowableBuffer(CAPACITY, np.float32) for _ in range(3)]
+    a, b, c = bufs
+    try:
+        for step in (n // 3, 2 * n // 3, n):  # grow in steps so the arrays really are several mappings
+            a.extend(a_host[a.size:step])
+            b.extend(b_host[b.size:step])
+            c.grow(step)
+        assert len(a.chunks) == 3
+        c.buffer.fill(NAN32)
+        ops.vector_add(c.buffer, a.buffer, b.buffer)
+        np.testing.assert_array_equal(c.to_array(), a_host + b_host)
+    finally:
+        for buf in bufs:
+            buf.close()
+
+
+def test_the_device_may_read_and_write_every_mapped_chunk(granularity: int) -> None:
+    with GrowableBuffer(CAPACITY, np.uint8) as buf:
+        buf.grow(granularity)
+        buf.grow(3 * granularity)
+        loc = CUmemLocation(MemLocationType.DEVICE, default_context().device.handle)
+        default_context().activate()
+        for offset, _ in buf.chunks:
+            flags = c_ulonglong()
+            cu.cuMemGetAccess(byref(flags), byref(loc), buf.ptr + offset)
+            assert flags.value == MemAccessFlag.PROT_READWRITE
+
+
+def test_growth_beyond_the_reservation_is_refused_and_changes_nothing(granularity: int) -> None:
+    with GrowableBuffer(2 * granularity, np.float32) as buf:
+        assert buf.capacity_bytes == 2 * granularity and buf.capacity == 2 * granularity // 4
+        buf.grow(buf.capacity)  # exactly full is fine
+        buf.buffer.fill(np.float32(3.0))
+        chunks = buf.chunks
+        with pytest.raises(CapacityError, match="reserve more") as info:
+            buf.grow(buf.capacity + 1)
+        assert isinstance(info.value, ValueError)
+        assert buf.size == buf.capacity and buf.chunks == chunks
+        assert (buf.to_array() == 3.0).all()
+    with GrowableBuffer(8, np.float64) as tiny:  # one element, rounded up to one granularity unit
+        assert tiny.capacity_bytes == granularity
+
+
+def test_close_returns_the_memory_and_closes_the_views(granularity: int) -> None:
+    ctx = default_context()
+    gc.collect()  # earlier tests' garbage is freed now, not inside the measurement
+    ctx.synchronize()
+    free_before, _ = ctx.mem_info()
+    buf = GrowableBuffer(CAPACITY, np.float32)
+    view = buf.grow(16 * granularity // 4)  # 16 granularity units of physical memory
+    free_during, _ = ctx.mem_info()
+    assert free_before - free_during >= 16 * granularity - 2 * granularity  # the driver really mapped memory
+    buf.close()
+    buf.close()  # idempotent
+    free_after, _ = ctx.mem_info()
+    assert abs(free_after - free_before) <= 2 * granularity
+    assert buf.closed and view.closed
+    with pytest.raises(rawcuda.ClosedError):
+        view.to_array()
+    with pytest.raises(rawcuda.ClosedError):
+        buf.grow(1)
+
+
+def test_garbage_collected_buffer_is_torn_down(granularity: int) -> None:
+    ctx = default_context()
+    gc.collect()  # earlier tests' garbage is freed now, not inside the measurement
+    ctx.synchronize()
+    free_before, _ = ctx.mem_info()
+    buf = GrowableBuffer(CAPACITY, np.float32)
+    buf.grow(8 * granularity // 4)
+    view = buf.buffer
+    del buf
+    gc.collect()
+    assert not view.closed  # the view keeps its GrowableBuffer (and so the mapping) alive
+    view.fill(np.float32(1.0))
+    del view
+    gc.collect()
+    free_after, _ = ctx.mem_info()
+    assert abs(free_after - free_before) <= 2 * granularity
+
+
+def test_closing_a_created_context_closes_the_buffer_first(granularity: int) -> None:
+    ctx = Context.create(0)
+    buf = GrowableBuffer(CAPACITY, np.int32, ctx)
+    buf.extend(np.arange(1000, dtype=np.int32))
+    np.testing.assert_array_equal(buf.to_array(), np.arange(1000, dtype=np.int32))
+    view = buf.buffer
+    ctx.close()  # synchronize, close children (views, then the buffer: unmap, release, free), destroy
+    assert buf.closed and view.closed
+
+
+def test_extend_refuses_another_dtype_before_growing(granularity: int) -> None:
+    with GrowableBuffer(CAPACITY, np.float32) as buf:
+        with pytest.raises(TypeError, match="never converts"):
+            buf.extend(np.arange(10, dtype=np.float64))
+        assert buf.size == 0 and buf.chunks == []
+
+
+def test_copy_grow_moves_and_copies(rng: np.random.Generator) -> None:
+    data = rng.standard_normal(1000, dtype=np.float32)
+    old = DeviceBuffer.from_array(data)
+    old_ptr = old.ptr
+    new = copy_grow(old, 5000)
+    try:
+        assert old.closed and new.size == 5000
+        assert new.ptr != old_ptr  # both existed during the copy, so the data had to move
+        np.testing.assert_array_equal(new.to_array()[:1000], data)
+    finally:
+        new.close()

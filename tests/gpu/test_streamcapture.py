@@ -1,0 +1,111 @@
+"""Stream capture on a real GPU: what a capture records, what it forbids, and what rawcuda says then.
+
+rawcuda.streamcapture: copies and memsets are recorded (and replayed with new host contents); the legacy
+stream cannot capture; a forbidden call inside a capture raises StreamCaptureError saying what to do, and
+leaves nothing half-captured; an exception in the body ends the capture; a graph is usable only after its
+capture. Replaying captured graphs is in test_graph.py.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import rawcuda
+from rawcuda import DeviceBuffer, PinnedBuffer, Stream, StreamCaptureError, ops
+from rawcuda.checked.errors import ClosedError
+from rawcuda.ffi.constants import StreamCaptureStatus
+from rawcuda.streamcapture import capture, capture_status
+from tests.helpers import grid_for
+
+pytestmark = pytest.mark.gpu
+
+WARM_UP_KERNELS = True  # conftest's vector_add is launched once before the tests capture it
+NAN = np.float32(np.nan)
+BLOCK = ops.BLOCK
+N = 100_003  # not a multiple of any block size
+
+
+# --- what capture records -----------------------------------------------------------------------------------
+def test_async_copies_and_memsets_are_recorded(rng: np.random.Generator, stream: Stream,
+                                               vector_add: rawcuda.Function) -> None:
+    host_in = PinnedBuffer(N, np.float32)
+    host_out = PinnedBuffer(N, np.float32)
+    b = rng.standard_normal(N, dtype=np.float32)
+    da, db, dc = DeviceBuffer.empty(N), DeviceBuffer.from_array(b), DeviceBuffer.empty(N)
+    with capture(stream) as graph:
+        dc.fill(NAN, stream=stream)
+        da.copy_from(host_in, stream=stream)
+        vector_add.launch(grid_for(N, BLOCK), BLOCK, dc, da, db, N, stream=stream)
+        dc.copy_to(host_out, stream=stream)
+    exec_ = graph.instantiate()
+    for _ in range(2):  # the graph reads the pinned input at every replay: new contents, new result
+        a = rng.standard_normal(N, dtype=np.float32)
+        host_in.array[:] = a
+        host_out.array[:] = NAN
+        exec_.launch(stream)
+        stream.synchronize()
+        np.testing.assert_array_equal(host_out.array, a + b)
+    exec_.close()
+    graph.close()
+    for buf in (da, db, dc, host_in, host_out):
+        buf.close()
+
+
+# --- what capture forbids -----------------------------------------------------------------------------------
+def test_the_legacy_stream_cannot_capture() -> None:
+    with pytest.raises(ValueError, match="legacy default stream"), capture(None):  # type: ignore[arg-type]
+        pass
+
+
+FORBIDDEN = {
+    "synchronous copy": lambda buf, host, fn, stream: buf.copy_from(host),
+    "to_array without stream": lambda buf, host, fn, stream: buf.to_array(),
+    "launch on the legacy stream":
+        lambda buf, host, fn, stream: fn.launch(grid_for(N, BLOCK), BLOCK, buf, buf, buf, N),
+    "stream.synchronize": lambda buf, host, fn, stream: stream.synchronize(),
+}
+
+
+@pytest.mark.parametrize("action", sorted(FORBIDDEN))
+def test_forbidden_calls_inside_capture_say_what_to_do(action: str, rng: np.random.Generator, stream: Stream,
+                                                       vector_add: rawcuda.Function) -> None:
+    host = rng.standard_normal(N, dtype=np.float32)
+    buf = DeviceBuffer.from_array(host)
+    with pytest.raises(StreamCaptureError) as caught, capture(stream) as graph:
+        vector_add.launch(grid_for(N, BLOCK), BLOCK, buf, buf, buf, N, stream=stream)
+        FORBIDDEN[action](buf, host, vector_add, stream)
+    assert "stream=" in str(caught.value) and "buf.copy_from(a)" in str(caught.value)
+    assert graph.closed and capture_status(stream) == StreamCaptureStatus.NONE
+    # Nothing is left half-captured: the stream works, and captures again.
+    buf.copy_from(host, stream=stream)
+    with capture(stream) as again:
+        vector_add.launch(grid_for(N, BLOCK), BLOCK, buf, buf, buf, N, stream=stream)
+    again.instantiate().launch(stream)
+    np.testing.assert_array_equal(buf.to_array(stream=stream), host + host)
+    buf.close()
+
+
+def test_an_exception_in_the_body_ends_the_capture_and_propagates(stream: Stream,
+                                                                  vector_add: rawcuda.Function) -> None:
+    buf = DeviceBuffer.zeros(N)
+    mistake = KeyError("in the body")
+    with pytest.raises(KeyError) as caught, capture(stream) as graph:
+        vector_add.launch(grid_for(N, BLOCK), BLOCK, buf, buf, buf, N, stream=stream)
+        raise mistake
+    assert caught.value is mistake
+    assert graph.closed and capture_status(stream) == StreamCaptureStatus.NONE
+    with pytest.raises(ClosedError):
+        graph.instantiate()
+    stream.synchronize()  # usable again
+    buf.close()
+
+
+def test_a_graph_is_usable_only_after_its_capture(stream: Stream) -> None:
+    with capture(stream) as graph:
+        with pytest.raises(RuntimeError, match="still being captured"):
+            graph.instantiate()
+        with pytest.raises(RuntimeError, match="already capturing"), capture(stream):
+            pass
+    assert graph.kernel_nodes() == []
+    graph.close()
