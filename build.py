@@ -69,17 +69,24 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         prog="build.py",
         description="Compile kernels/*.cu to PTX with nvcc (only what changed) and write the manifest.",
         epilog=f"{NVCC_ENV} overrides the compiler (default: nvcc on PATH, then ${CUDA_HOME_ENV}/bin/nvcc, "
-               f"then {DEFAULT_CUDA_NVCC}).",
+        f"then {DEFAULT_CUDA_NVCC}).",
     )
-    parser.add_argument("--arch", default=DEFAULT_ARCH,
-                        help=f"virtual architecture for the PTX (default {DEFAULT_ARCH}: sm_80 and newer)")
+    parser.add_argument(
+        "--arch",
+        default=DEFAULT_ARCH,
+        help=f"virtual architecture for the PTX (default {DEFAULT_ARCH}: sm_80 and newer)",
+    )
     parser.add_argument("--fast-math", action="store_true", help="pass --use_fast_math (changes numerics)")
     parser.add_argument("--no-lineinfo", action="store_true", help="omit -lineinfo (source lines for profilers)")
     parser.add_argument("--force", action="store_true", help="rebuild every kernel, even if up to date")
-    parser.add_argument("--list", action="store_true",
-                        help="print the kernels, entries and parameters recorded in the manifest; build nothing")
-    parser.add_argument("--check", action="store_true",
-                        help="compile nothing; exit 1 if any PTX is out of date with its source")
+    parser.add_argument(
+        "--list",
+        action="store_true",
+        help="print the kernels, entries and parameters recorded in the manifest; build nothing",
+    )
+    parser.add_argument(
+        "--check", action="store_true", help="compile nothing; exit 1 if any PTX is out of date with its source"
+    )
     parser.add_argument("--out", type=Path, default=KERNEL_DIR, help=f"PTX output directory (default {KERNEL_DIR})")
     parser.add_argument("--src", type=Path, default=SOURCE_DIR, help=f"kernel sources (default {SOURCE_DIR})")
     parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel nvcc processes (default: CPUs)")
@@ -97,8 +104,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 0
         if args.check:
             return _check(args.src, args.out, options)
-        result = build(args.src, args.out, options, force=args.force, jobs=args.jobs,
-                       log=None if args.quiet else print)
+        result = build(args.src, args.out, options, force=args.force, jobs=args.jobs, log=None if args.quiet else print)
     except (KernelBuildError, FileNotFoundError) as exc:
         print(f"build.py: error: {exc}", file=sys.stderr)
         return 1

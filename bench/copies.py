@@ -51,13 +51,15 @@ def main() -> None:
         dev = DeviceBuffer.empty(n, np.float32)
         pinned = PinnedBuffer.from_array(rng.standard_normal(n, dtype=np.float32))
         pageable = rng.standard_normal(n, dtype=np.float32)
-        rows.append({
-            "bytes": nbytes,
-            "pinned_htod": gbps(nbytes, lambda d=dev, p=pinned: d.copy_from(p, stream=stream), stream),
-            "pinned_dtoh": gbps(nbytes, lambda d=dev, p=pinned: d.copy_to(p, stream=stream), stream),
-            "pageable_htod": gbps(nbytes, lambda d=dev, h=pageable: d.copy_from(h, stream=stream), stream),
-            "pageable_dtoh": gbps(nbytes, lambda d=dev, h=pageable: d.copy_to(h, stream=stream), stream),
-        })
+        rows.append(
+            {
+                "bytes": nbytes,
+                "pinned_htod": gbps(nbytes, lambda d=dev, p=pinned: d.copy_from(p, stream=stream), stream),
+                "pinned_dtoh": gbps(nbytes, lambda d=dev, p=pinned: d.copy_to(p, stream=stream), stream),
+                "pageable_htod": gbps(nbytes, lambda d=dev, h=pageable: d.copy_from(h, stream=stream), stream),
+                "pageable_dtoh": gbps(nbytes, lambda d=dev, h=pageable: d.copy_to(h, stream=stream), stream),
+            }
+        )
         stream.synchronize()
         dev.close()
         pinned.close()

@@ -64,8 +64,10 @@ class Pipeline:
     def __init__(self, rng: np.random.Generator, tokens: int, hidden: int) -> None:
         scale = 1 / np.sqrt(hidden)  # keeps activations of unit size through 10 matmuls
         self.x = DeviceBuffer.from_array(rng.standard_normal((tokens, hidden), dtype=np.float32))
-        self.w = [DeviceBuffer.from_array((rng.standard_normal((hidden, hidden)) * scale).astype(np.float32))
-                  for _ in range(2 * LAYERS)]
+        self.w = [
+            DeviceBuffer.from_array((rng.standard_normal((hidden, hidden)) * scale).astype(np.float32))
+            for _ in range(2 * LAYERS)
+        ]
         self.b = [DeviceBuffer.from_array(rng.standard_normal(hidden).astype(np.float32)) for _ in range(LAYERS)]
         self.outs = [DeviceBuffer.empty((tokens, hidden)) for _ in range(KERNELS)]
 
@@ -127,8 +129,10 @@ def interleaved(variants: dict[str, Callable[[], object]], stream: Stream, round
             samples[name].append(sample(work, stream, start, end))
     start.close()
     end.close()
-    return {name: {"wall_us": statistics.median(w for w, _ in values),
-                   "gpu_us": statistics.median(g for _, g in values)} for name, values in samples.items()}
+    return {
+        name: {"wall_us": statistics.median(w for w, _ in values), "gpu_us": statistics.median(g for _, g in values)}
+        for name, values in samples.items()
+    }
 
 
 def reduction(base: float, graph: float) -> float:
@@ -156,20 +160,28 @@ def pipeline_case(rng: np.random.Generator, stream: Stream, tokens: int, hidden:
         for launch in bound:
             launch()
 
-    variants: dict[str, Callable[[], object]] = {"ops": lambda: p.run(stream), "bound": run_bound,
-                                                  "graph": lambda: exec_.launch(stream)}
+    variants: dict[str, Callable[[], object]] = {
+        "ops": lambda: p.run(stream),
+        "bound": run_bound,
+        "graph": lambda: exec_.launch(stream),
+    }
     outputs = {}
     for name, work in variants.items():
         p.poison(stream)
         work()
         outputs[name] = p.outputs(stream)
     verified = all(not np.isnan(o).any() for o in outputs["ops"]) and all(
-        np.array_equal(a, b) for name in ("bound", "graph") for a, b in zip(outputs["ops"], outputs[name], strict=True))
+        np.array_equal(a, b) for name in ("bound", "graph") for a, b in zip(outputs["ops"], outputs[name], strict=True)
+    )
     if not verified:
         raise RuntimeError(f"hidden {hidden}: the three variants disagree; not timing a wrong computation")
     timings = interleaved(variants, stream, rounds)
-    row: dict[str, object] = {"tokens": tokens, "hidden": hidden, "verified": verified, **{
-        f"{name}_{metric}": value for name, figures in timings.items() for metric, value in figures.items()}}
+    row: dict[str, object] = {
+        "tokens": tokens,
+        "hidden": hidden,
+        "verified": verified,
+        **{f"{name}_{metric}": value for name, figures in timings.items() for metric, value in figures.items()},
+    }
     for base in ("ops", "bound"):
         for metric in ("wall_us", "gpu_us"):
             row[f"graph_vs_{base}_{metric}_pct"] = reduction(timings[base][metric], timings["graph"][metric])
@@ -211,8 +223,9 @@ def tiny_case(stream: Stream, rounds: int) -> dict[str, float]:
         exec_.launch(stream)
         host_replay.append((time.perf_counter() - t0) * US_PER_S)
         stream.synchronize()
-    timed = interleaved({"stream": one_by_one, "graph": lambda: exec_.launch(stream), "graph_back_to_back": replays},
-                        stream, rounds)
+    timed = interleaved(
+        {"stream": one_by_one, "graph": lambda: exec_.launch(stream), "graph_back_to_back": replays}, stream, rounds
+    )
     result = {
         "kernels": KERNELS_B,
         "graph_gpu_us_per_kernel": timed["graph"]["gpu_us"] / KERNELS_B,
@@ -232,34 +245,45 @@ def tiny_case(stream: Stream, rounds: int) -> dict[str, float]:
 
 
 def markdown(meta: dict[str, object], rows: list[dict[str, object]], tiny: dict[str, float]) -> str:
-    lines = [f"# CUDA graphs vs stream launches ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})",
-             "", f"## (a) The seed's pipeline: {2 * LAYERS} matmul + {LAYERS} element-wise kernels, "
-             f"{meta['tokens']} tokens", "",
-             f"Median of {meta['rounds']} interleaved samples; one sample = one forward pass. *wall* = host clock "
-             "from the first launch call to an idle stream (end-to-end latency); *GPU* = CUDA events around the pass. "
-             "Outputs of all three variants verified bit-identical first.", "",
-             "| hidden | ops wall µs | bound wall µs | graph wall µs | graph vs ops | graph vs bound | "
-             "ops GPU µs | bound GPU µs | graph GPU µs | seed's 15–25% (vs bound, wall) |",
-             "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|"]
+    lines = [
+        f"# CUDA graphs vs stream launches ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})",
+        "",
+        f"## (a) The seed's pipeline: {2 * LAYERS} matmul + {LAYERS} element-wise kernels, {meta['tokens']} tokens",
+        "",
+        f"Median of {meta['rounds']} interleaved samples; one sample = one forward pass. *wall* = host clock "
+        "from the first launch call to an idle stream (end-to-end latency); *GPU* = CUDA events around the pass. "
+        "Outputs of all three variants verified bit-identical first.",
+        "",
+        "| hidden | ops wall µs | bound wall µs | graph wall µs | graph vs ops | graph vs bound | "
+        "ops GPU µs | bound GPU µs | graph GPU µs | seed's 15–25% (vs bound, wall) |",
+        "|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|",
+    ]
     for r in rows:
         lines.append(
             f"| {r['hidden']} | {r['ops_wall_us']:.1f} | {r['bound_wall_us']:.1f} | {r['graph_wall_us']:.1f} | "
             f"{r['graph_vs_ops_wall_us_pct']:.0f}% | {r['graph_vs_bound_wall_us_pct']:.0f}% | {r['ops_gpu_us']:.1f} | "
-            f"{r['bound_gpu_us']:.1f} | {r['graph_gpu_us']:.1f} | {verdict(float(r['graph_vs_bound_wall_us_pct']))} |")
-    lines += ["", "*graph vs X*: how much lower the graph's end-to-end latency is. *ops* includes rawcuda's per-call "
-              "checks in Python; *bound* launches cost about what a bare cuLaunchKernel costs (the seed's setting).",
-              "", f"## (b) Replay cost per kernel: a graph of {tiny['kernels']} launches of vector_add with n = 0", "",
-              "| measure | µs per kernel |", "|---|---:|",
-              f"| graph, one replay, GPU time (reference {tiny['reference_graph_us_per_kernel']:.2f}) | "
-              f"{tiny['graph_gpu_us_per_kernel']:.3f} |",
-              f"| graph, one replay, wall clock incl. launch + sync | {tiny['graph_wall_us_per_kernel']:.3f} |",
-              f"| graph, {REPLAYS_B} replays back to back, GPU time | "
-              f"{tiny['graph_back_to_back_gpu_us_per_kernel']:.3f} |",
-              f"| stream launches one by one, GPU time | {tiny['stream_gpu_us_per_kernel']:.3f} |",
-              f"| stream launches one by one, wall clock incl. sync | {tiny['stream_wall_us_per_kernel']:.3f} |",
-              f"| stream launches: host time per launch call | {tiny['stream_host_us_per_launch_call']:.3f} |",
-              "", f"Host time of one cuGraphLaunch call (all {tiny['kernels']} kernels): "
-              f"{tiny['graph_host_us_per_replay_call']:.2f} µs."]
+            f"{r['bound_gpu_us']:.1f} | {r['graph_gpu_us']:.1f} | {verdict(float(r['graph_vs_bound_wall_us_pct']))} |"
+        )
+    lines += [
+        "",
+        "*graph vs X*: how much lower the graph's end-to-end latency is. *ops* includes rawcuda's per-call "
+        "checks in Python; *bound* launches cost about what a bare cuLaunchKernel costs (the seed's setting).",
+        "",
+        f"## (b) Replay cost per kernel: a graph of {tiny['kernels']} launches of vector_add with n = 0",
+        "",
+        "| measure | µs per kernel |",
+        "|---|---:|",
+        f"| graph, one replay, GPU time (reference {tiny['reference_graph_us_per_kernel']:.2f}) | "
+        f"{tiny['graph_gpu_us_per_kernel']:.3f} |",
+        f"| graph, one replay, wall clock incl. launch + sync | {tiny['graph_wall_us_per_kernel']:.3f} |",
+        f"| graph, {REPLAYS_B} replays back to back, GPU time | {tiny['graph_back_to_back_gpu_us_per_kernel']:.3f} |",
+        f"| stream launches one by one, GPU time | {tiny['stream_gpu_us_per_kernel']:.3f} |",
+        f"| stream launches one by one, wall clock incl. sync | {tiny['stream_wall_us_per_kernel']:.3f} |",
+        f"| stream launches: host time per launch call | {tiny['stream_host_us_per_launch_call']:.3f} |",
+        "",
+        f"Host time of one cuGraphLaunch call (all {tiny['kernels']} kernels): "
+        f"{tiny['graph_host_us_per_replay_call']:.2f} µs.",
+    ]
     return "\n".join(lines) + "\n"
 
 
@@ -278,12 +302,22 @@ def main() -> None:
     for hidden in args.sizes:
         row = pipeline_case(rng, stream, args.tokens, hidden, args.rounds)
         rows.append(row)
-        print(f"hidden {hidden}: ops {row['ops_wall_us']:.1f} us, bound {row['bound_wall_us']:.1f} us, "
-              f"graph {row['graph_wall_us']:.1f} us per forward pass (wall)", flush=True)
+        print(
+            f"hidden {hidden}: ops {row['ops_wall_us']:.1f} us, bound {row['bound_wall_us']:.1f} us, "
+            f"graph {row['graph_wall_us']:.1f} us per forward pass (wall)",
+            flush=True,
+        )
     tiny = tiny_case(stream, args.rounds)
-    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": dev.name,
-            "driver_cuda": "{}.{}".format(*rawcuda.driver_version()), "python": platform.python_version(),
-            "numpy": np.__version__, "tokens": args.tokens, "rounds": args.rounds, "claim_pct": CLAIM}
+    meta = {
+        "date": time.strftime("%Y-%m-%d"),
+        "gpu": dev.name,
+        "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "tokens": args.tokens,
+        "rounds": args.rounds,
+        "claim_pct": CLAIM,
+    }
     (args.out / "graphs.json").write_text(json.dumps({"meta": meta, "pipeline": rows, "tiny": tiny}, indent=2))
     text = markdown(meta, rows, tiny)
     (args.out / "graphs.md").write_text(text)

@@ -24,8 +24,9 @@ CHILD = "import time; t = time.perf_counter(); import {module}; print((time.perf
 def import_ms(module: str) -> float | str:
     times = []
     for _ in range(RUNS):
-        proc = subprocess.run([sys.executable, "-c", CHILD.format(module=module)], capture_output=True, text=True,
-                              cwd=ROOT, timeout=120)
+        proc = subprocess.run(
+            [sys.executable, "-c", CHILD.format(module=module)], capture_output=True, text=True, cwd=ROOT, timeout=120
+        )
         if proc.returncode != 0:
             return f"unavailable: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else 'failed'}"
         times.append(float(proc.stdout.strip().splitlines()[-1]))

@@ -81,8 +81,9 @@ def main() -> None:
 
     red_ms = gpu_ms(reduce)
     red_tbs = GIB / red_ms / 1e9
-    rows.append(("warp_reduce_sum, 1 GiB (read)", "TB/s", red_tbs,
-                 f"{red_tbs / copy_tbs:.1%} of the copy's read+write"))
+    rows.append(
+        ("warp_reduce_sum, 1 GiB (read)", "TB/s", red_tbs, f"{red_tbs / copy_tbs:.1%} of the copy's read+write")
+    )
     check = ops.sum(a)
     reference = float(a.to_array().astype(np.float64).sum())
     rows.append(("reduction |gpu - float64| / sum|x|", "", abs(check - reference) / GIB * 4, "accuracy"))
@@ -100,8 +101,9 @@ def main() -> None:
 
         ta = torch.as_tensor(a, device="cuda")
         torch_ms = gpu_ms(lambda: torch.sum(ta))
-        rows.append(("torch.sum, same 1 GiB", "TB/s", GIB / torch_ms / 1e9,
-                     f"rawcuda is {torch_ms / red_ms:.2f}x faster"))
+        rows.append(
+            ("torch.sum, same 1 GiB", "TB/s", GIB / torch_ms / 1e9, f"rawcuda is {torch_ms / red_ms:.2f}x faster")
+        )
     except Exception as exc:
         rows.append(("torch.sum", "", float("nan"), f"unavailable: {exc}"))
     for buf in (b, c, partials, total):
@@ -113,8 +115,14 @@ def main() -> None:
     naive_ms = gpu_ms(lambda: ops.transpose(t, x, padded=False))
     padded_ms = gpu_ms(lambda: ops.transpose(t, x, padded=True))
     rows.append((f"transpose_naive {TRANSPOSE_N}^2", "TB/s", tr_bytes / naive_ms / 1e9, ""))
-    rows.append((f"transpose_padded {TRANSPOSE_N}^2", "TB/s", tr_bytes / padded_ms / 1e9,
-                 f"{naive_ms / padded_ms:.2f}x faster than naive"))
+    rows.append(
+        (
+            f"transpose_padded {TRANSPOSE_N}^2",
+            "TB/s",
+            tr_bytes / padded_ms / 1e9,
+            f"{naive_ms / padded_ms:.2f}x faster than naive",
+        )
+    )
     t.close()
 
     m = MATMUL_N
@@ -130,19 +138,34 @@ def main() -> None:
         torch.backends.cuda.matmul.allow_tf32 = False  # plain fp32, like ours
         ta_, tb_ = torch.as_tensor(ma, device="cuda"), torch.as_tensor(mb, device="cuda")
         torch_mm = gpu_ms(lambda: torch.matmul(ta_, tb_), reps=10)
-        rows.append((f"torch.matmul fp32 {m}^3 (TF32 off)", "TFLOP/s", flops / torch_mm / 1e9,
-                     f"rawcuda reaches {torch_mm / mm_ms:.0%} of torch"))
+        rows.append(
+            (
+                f"torch.matmul fp32 {m}^3 (TF32 off)",
+                "TFLOP/s",
+                flops / torch_mm / 1e9,
+                f"rawcuda reaches {torch_mm / mm_ms:.0%} of torch",
+            )
+        )
     except Exception as exc:
         rows.append(("torch.matmul", "", float("nan"), f"unavailable: {exc}"))
     for buf in (a, ma, mb, mc):
         buf.close()
 
-    meta = {"date": time.strftime("%Y-%m-%d"), "gpu": dev.name,
-            "driver_cuda": "{}.{}".format(*rawcuda.driver_version()), "python": platform.python_version(),
-            "numpy": np.__version__, "reps": REPS}
+    meta = {
+        "date": time.strftime("%Y-%m-%d"),
+        "gpu": dev.name,
+        "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "reps": REPS,
+    }
     (args.out / "kernels.json").write_text(json.dumps({"meta": meta, "rows": rows}, indent=2))
-    lines = [f"# Kernels ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})", "",
-             "| case | value | unit | note |", "|---|---:|---|---|"]
+    lines = [
+        f"# Kernels ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})",
+        "",
+        "| case | value | unit | note |",
+        "|---|---:|---|---|",
+    ]
     lines += [f"| {case} | {value:.3g} | {unit} | {note} |" for case, unit, value, note in rows]
     (args.out / "kernels.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

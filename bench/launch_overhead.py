@@ -64,9 +64,13 @@ def measure(variants: dict[str, tuple[Callable[[], object], Callable[[], object]
             sync()
             samples[name].append(elapsed / LAUNCHES / 1000)
     floor = samples[next(iter(variants))]
-    return {name: {"us": statistics.median(values),
-                   "ratio": statistics.median(v / f for v, f in zip(values, floor, strict=True))}
-            for name, values in samples.items()}
+    return {
+        name: {
+            "us": statistics.median(values),
+            "ratio": statistics.median(v / f for v, f in zip(values, floor, strict=True)),
+        }
+        for name, values in samples.items()
+    }
 
 
 def main() -> None:
@@ -101,7 +105,9 @@ def main() -> None:
         cb_fn, cb_stream = driver.CUfunction(h_fn), driver.CUstream(h_stream)
         addr = ctypes.addressof(params)
         variants["cuda_bindings"] = (
-            lambda: driver.cuLaunchKernel(cb_fn, 1, 1, 1, BLOCK, 1, 1, 0, cb_stream, addr, 0), sync)
+            lambda: driver.cuLaunchKernel(cb_fn, 1, 1, 1, BLOCK, 1, 1, 0, cb_stream, addr, 0),
+            sync,
+        )
     except Exception as exc:  # a peer that is missing or changed its API is reported, not fatal
         notes["cuda_bindings"] = f"unavailable: {type(exc).__name__}: {exc}"
     try:
@@ -112,7 +118,9 @@ def main() -> None:
         cn = np.uint64(0)
         cupy_stream = cupy.cuda.Stream(non_blocking=False)
         variants["cupy_rawmodule"] = (
-            lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream), cupy_stream.synchronize)
+            lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream),
+            cupy_stream.synchronize,
+        )
     except Exception as exc:
         notes["cupy_rawmodule"] = f"unavailable: {type(exc).__name__}: {exc}"
     try:
@@ -147,12 +155,18 @@ def main() -> None:
         "launches_per_round": LAUNCHES,
         "rounds": ROUNDS,
     }
-    (args.out / "launch_overhead.json").write_text(json.dumps({"meta": meta, "results": results, "notes": notes},
-                                                               indent=2))
-    lines = [f"# Launch overhead ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}, "
-             f"Python {meta['python']})", "",
-             f"Host time to queue one 4-argument launch; median of {ROUNDS} interleaved rounds of {LAUNCHES}.", "",
-             "| variant | µs per launch | ratio to bare ctypes (median of per-round ratios) |", "|---|---:|---:|"]
+    (args.out / "launch_overhead.json").write_text(
+        json.dumps({"meta": meta, "results": results, "notes": notes}, indent=2)
+    )
+    lines = [
+        f"# Launch overhead ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}, "
+        f"Python {meta['python']})",
+        "",
+        f"Host time to queue one 4-argument launch; median of {ROUNDS} interleaved rounds of {LAUNCHES}.",
+        "",
+        "| variant | µs per launch | ratio to bare ctypes (median of per-round ratios) |",
+        "|---|---:|---:|",
+    ]
     lines += [f"| {name} | {r['us']:.2f} | {r['ratio']:.2f}x |" for name, r in results.items()]
     lines += [f"| {name} | {why} | |" for name, why in notes.items()]
     (args.out / "launch_overhead.md").write_text("\n".join(lines) + "\n")

@@ -33,8 +33,13 @@ def run_step(name: str, out: Path) -> str:
     if not script.exists():
         return "not run: script missing"
     start = time.perf_counter()
-    proc = subprocess.run([sys.executable, str(script), "--out", str(out)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=STEP_TIMEOUT_S)
+    proc = subprocess.run(
+        [sys.executable, str(script), "--out", str(out)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=STEP_TIMEOUT_S,
+    )
     took = time.perf_counter() - start
     if proc.returncode != 0:
         return f"FAILED after {took:.0f} s: {proc.stderr.strip().splitlines()[-1] if proc.stderr.strip() else ''}"
@@ -46,8 +51,9 @@ def run_c(out: Path) -> dict[str, Any] | str:
     if not Path(nvcc).exists():
         return "not run: no nvcc to build bench/c/driver_bench.c"
     exe = out / "driver_bench"
-    build = subprocess.run([nvcc, "-O2", "-o", str(exe), str(BENCH / "c" / "driver_bench.c"), "-lcuda"],
-                           capture_output=True, text=True)
+    build = subprocess.run(
+        [nvcc, "-O2", "-o", str(exe), str(BENCH / "c" / "driver_bench.c"), "-lcuda"], capture_output=True, text=True
+    )
     if build.returncode != 0:
         return f"build failed: {build.stderr.strip()}"
     ptx = ROOT / "rawcuda" / "kernels" / "vector_add.ptx"
@@ -79,18 +85,33 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     launch = data.get("launch_overhead", {}).get("results", {})
     if launch:
         bare, ours = launch["bare_ctypes"]["us"], launch["rawcuda_launch"]
-        rows.append(("Function.launch <= 1.10x bare ctypes", ours["ratio"] <= 1.10,
-                     f"{ours['us']:.2f} us vs {bare:.2f} us ({ours['ratio']:.2f}x)"))
+        rows.append(
+            (
+                "Function.launch <= 1.10x bare ctypes",
+                ours["ratio"] <= 1.10,
+                f"{ours['us']:.2f} us vs {bare:.2f} us ({ours['ratio']:.2f}x)",
+            )
+        )
         if "cupy_rawmodule" in launch:
             cupy = launch["cupy_rawmodule"]["us"]
             rows.append(("Function.launch <= CuPy", ours["us"] <= cupy, f"{ours['us']:.2f} us vs CuPy {cupy:.2f} us"))
         bound = launch.get("rawcuda_bound")
         if bound:
-            rows.append(("bound launch (fastest launch path) vs bare ctypes", None,
-                         f"{bound['us']:.2f} us ({bound['ratio']:.2f}x)"))
+            rows.append(
+                (
+                    "bound launch (fastest launch path) vs bare ctypes",
+                    None,
+                    f"{bound['us']:.2f} us ({bound['ratio']:.2f}x)",
+                )
+            )
     replay = data.get("graphs", {}).get("tiny", {}).get("graph_gpu_us_per_kernel")
-    rows.append(("fastest path <= 1.0 us per kernel (graph replay)",
-                 None if replay is None else replay <= 1.0, "not measured" if replay is None else f"{replay:.2f} us"))
+    rows.append(
+        (
+            "fastest path <= 1.0 us per kernel (graph replay)",
+            None if replay is None else replay <= 1.0,
+            "not measured" if replay is None else f"{replay:.2f} us",
+        )
+    )
     kernels = {row[0]: row[2] for row in data.get("kernels", {}).get("rows", [])}
     copy = kernels.get("device-to-device copy, 1 GiB (read + write)")
     if copy:
@@ -99,33 +120,58 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         rows.append(("reduction >= 90% of the copy ceiling", red >= 0.9 * copy, f"{red:.2f} vs {copy:.2f} TB/s"))
         for peer in ("cupy.sum, same 1 GiB", "torch.sum, same 1 GiB"):
             if peer in kernels and kernels[peer] == kernels[peer]:  # not NaN
-                rows.append((f"reduction faster than {peer.split(',')[0]}", red > kernels[peer],
-                             f"{red:.2f} vs {kernels[peer]:.2f} TB/s"))
+                rows.append(
+                    (
+                        f"reduction faster than {peer.split(',')[0]}",
+                        red > kernels[peer],
+                        f"{red:.2f} vs {kernels[peer]:.2f} TB/s",
+                    )
+                )
     c, ours_copies = data.get("c"), data.get("copies", {}).get("copies")
     if isinstance(c, dict) and ours_copies:
-        worst = min(min(o[k] / r[k] for k in ("pinned_htod", "pinned_dtoh"))
-                    for o, r in zip(ours_copies, c["copies"], strict=True) if o["bytes"] >= 16 << 20)
+        worst = min(
+            min(o[k] / r[k] for k in ("pinned_htod", "pinned_dtoh"))
+            for o, r in zip(ours_copies, c["copies"], strict=True)
+            if o["bytes"] >= 16 << 20
+        )
         rows.append(("pinned copies >= 97% of the C program (>= 16 MiB)", worst >= 0.97, f"worst ratio {worst:.1%}"))
     imports = data.get("imports", {}).get("import_ms", {})
     if isinstance(imports.get("rawcuda"), float):
         peers = {k: v for k, v in imports.items() if k not in ("rawcuda", "numpy") and isinstance(v, float)}
         slowest_win = all(imports["rawcuda"] < v for v in peers.values())
-        rows.append(("rawcuda import faster than every peer", slowest_win,
-                     ", ".join(f"{k} {v:.0f} ms" for k, v in {"rawcuda": imports["rawcuda"], **peers}.items())))
+        rows.append(
+            (
+                "rawcuda import faster than every peer",
+                slowest_win,
+                ", ".join(f"{k} {v:.0f} ms" for k, v in {"rawcuda": imports["rawcuda"], **peers}.items()),
+            )
+        )
     return rows
 
 
 def markdown(data: dict[str, Any]) -> str:
     meta = data["meta"]
-    lines = [f"# rawcuda benchmarks — {meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}", "",
-             "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()), "",
-             "## Targets", "", "| target | met | numbers |", "|---|---|---|"]
+    lines = [
+        f"# rawcuda benchmarks — {meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}",
+        "",
+        "Versions: " + ", ".join(f"{k} {v}" for k, v in meta["versions"].items()),
+        "",
+        "## Targets",
+        "",
+        "| target | met | numbers |",
+        "|---|---|---|",
+    ]
     for goal, met, numbers in data["targets"]:
         lines.append(f"| {goal} | {'—' if met is None else 'yes' if met else 'NO'} | {numbers} |")
     launch = data.get("launch_overhead", {})
     if launch:
-        lines += ["", "## 1. Host time per launch (4 arguments)", "", "| variant | µs | vs bare ctypes | vs C |",
-                  "|---|---:|---:|---:|"]
+        lines += [
+            "",
+            "## 1. Host time per launch (4 arguments)",
+            "",
+            "| variant | µs | vs bare ctypes | vs C |",
+            "|---|---:|---:|---:|",
+        ]
         c_us = data["c"]["launch_us"] if isinstance(data.get("c"), dict) else None
         for name, r in launch["results"].items():
             vs_c = f"{r['us'] / c_us:.2f}x" if c_us else "—"
@@ -139,11 +185,18 @@ def markdown(data: dict[str, Any]) -> str:
     copies = data.get("copies", {}).get("copies")
     if copies:
         c_copies = data["c"]["copies"] if isinstance(data.get("c"), dict) else [None] * len(copies)
-        lines += ["", "## 3. Host <-> device copies (GB/s; C program in parentheses)", "",
-                  "| size | pinned H->D | pinned D->H | pageable H->D | pageable D->H |", "|---|---:|---:|---:|---:|"]
+        lines += [
+            "",
+            "## 3. Host <-> device copies (GB/s; C program in parentheses)",
+            "",
+            "| size | pinned H->D | pinned D->H | pageable H->D | pageable D->H |",
+            "|---|---:|---:|---:|---:|",
+        ]
         for ours, ref in zip(copies, c_copies, strict=True):
-            cells = [f"{ours[k]:.1f}" + (f" ({ref[k]:.1f})" if ref else "")
-                     for k in ("pinned_htod", "pinned_dtoh", "pageable_htod", "pageable_dtoh")]
+            cells = [
+                f"{ours[k]:.1f}" + (f" ({ref[k]:.1f})" if ref else "")
+                for k in ("pinned_htod", "pinned_dtoh", "pageable_htod", "pageable_dtoh")
+            ]
             lines.append(f"| {ours['bytes'] >> 20} MiB | " + " | ".join(cells) + " |")
     for name, title in (("graphs", "4. Graph pipeline"), ("unified_memory", "5. Managed vs explicit memory")):
         md = data.get(f"{name}_md")
@@ -192,10 +245,15 @@ def main() -> None:
     import rawcuda
 
     gpu = rawcuda.Device(0).name
-    data: dict[str, Any] = {"meta": {"date": time.strftime("%Y-%m-%d"), "gpu": gpu,
-                                     "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
-                                     "versions": versions()},
-                            "steps": {}}
+    data: dict[str, Any] = {
+        "meta": {
+            "date": time.strftime("%Y-%m-%d"),
+            "gpu": gpu,
+            "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
+            "versions": versions(),
+        },
+        "steps": {},
+    }
     with tempfile.TemporaryDirectory() as tmp:
         work = Path(tmp)
         for step in STEPS:

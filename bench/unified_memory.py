@@ -131,8 +131,9 @@ def main() -> None:
         dc.fill(NAN32)
         # copy_from without a stream is synchronous (pageable memory, staged by the driver): the events on
         # the GPU's timeline see the whole copy, including the gaps while the driver stages it.
-        copies.append(event_ms(lambda a=a_host, b=b_host: (da.copy_from(a), db.copy_from(b),
-                                                           ops.vector_add(dc, da, db))))
+        copies.append(
+            event_ms(lambda a=a_host, b=b_host: (da.copy_from(a), db.copy_from(b), ops.vector_add(dc, da, db)))
+        )
         check(dc.to_array(), a_host + b_host, "explicit + copies")
     samples["explicit, HtoD copies of a and b + kernel"] = copies
     notes["explicit, HtoD copies of a and b + kernel"] = "pageable host arrays; what a first touch must compete with"
@@ -191,33 +192,49 @@ def main() -> None:
     for case, times in samples.items():
         med = statistics.median(times)
         # GB/s of the three arrays' bytes in every row (a prefetch moves exactly those bytes too)
-        rows.append(Row(case, med, min(times), max(times), len(times), nbytes / med / 1e6, med / baseline,
-                        notes.get(case, "")))
+        rows.append(
+            Row(case, med, min(times), max(times), len(times), nbytes / med / 1e6, med / baseline, notes.get(case, ""))
+        )
     by_case = {row.case: row for row in rows}
     resident_x = by_case["managed, resident (pages already on the GPU)"].vs_explicit
     first_x = by_case["managed, first touch (pages on the host)"].vs_explicit
     copies_row = by_case["explicit, HtoD copies of a and b + kernel"]
-    verdict = (f"seed: unified memory costs memory-bound kernels {SEED_CLAIM[0] - 1:.0%}-{SEED_CLAIM[1] - 1:.0%}. "
-               f"Measured: resident managed memory runs at {resident_x:.2f}x the explicit kernel time; the first "
-               f"touch at {first_x:.1f}x ({first_x * baseline / copies_row.median_ms:.2f}x the explicit "
-               "copies + kernel that move the same data).")
+    verdict = (
+        f"seed: unified memory costs memory-bound kernels {SEED_CLAIM[0] - 1:.0%}-{SEED_CLAIM[1] - 1:.0%}. "
+        f"Measured: resident managed memory runs at {resident_x:.2f}x the explicit kernel time; the first "
+        f"touch at {first_x:.1f}x ({first_x * baseline / copies_row.median_ms:.2f}x the explicit "
+        "copies + kernel that move the same data)."
+    )
     meta = {
-        "date": time.strftime("%Y-%m-%d"), "gpu": dev.name, "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
-        "python": platform.python_version(), "numpy": np.__version__, "mib_per_array": args.mib,
-        "trials": args.trials, "steady_reps": REPS, "verified_results": check.count,
+        "date": time.strftime("%Y-%m-%d"),
+        "gpu": dev.name,
+        "driver_cuda": "{}.{}".format(*rawcuda.driver_version()),
+        "python": platform.python_version(),
+        "numpy": np.__version__,
+        "mib_per_array": args.mib,
+        "trials": args.trials,
+        "steady_reps": REPS,
+        "verified_results": check.count,
         "concurrent_managed_access": dev.attribute(DeviceAttribute.CONCURRENT_MANAGED_ACCESS),
         "pageable_memory_access": dev.attribute(DeviceAttribute.PAGEABLE_MEMORY_ACCESS),
     }
     (args.out / "unified_memory.json").write_text(
-        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows], "verdict": verdict}, indent=2))
-    lines = [f"# Unified memory vs explicit buffers ({meta['date']}, {meta['gpu']}, driver CUDA "
-             f"{meta['driver_cuda']})", "",
-             f"c = a + b over 3 x {args.mib} MiB float32; CUDA-event times, median of the runs shown; "
-             f"{check.count} results verified element by element.", "",
-             "| case | median ms | min | max | runs | GB/s | x explicit kernel | note |",
-             "|---|---:|---:|---:|---:|---:|---:|---|"]
-    lines += [f"| {r.case} | {r.median_ms:.3f} | {r.min_ms:.3f} | {r.max_ms:.3f} | {r.runs} | {r.gb_per_s:,.0f} | "
-              f"{r.vs_explicit:.2f} | {r.note} |" for r in rows]
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows], "verdict": verdict}, indent=2)
+    )
+    lines = [
+        f"# Unified memory vs explicit buffers ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})",
+        "",
+        f"c = a + b over 3 x {args.mib} MiB float32; CUDA-event times, median of the runs shown; "
+        f"{check.count} results verified element by element.",
+        "",
+        "| case | median ms | min | max | runs | GB/s | x explicit kernel | note |",
+        "|---|---:|---:|---:|---:|---:|---:|---|",
+    ]
+    lines += [
+        f"| {r.case} | {r.median_ms:.3f} | {r.min_ms:.3f} | {r.max_ms:.3f} | {r.runs} | {r.gb_per_s:,.0f} | "
+        f"{r.vs_explicit:.2f} | {r.note} |"
+        for r in rows
+    ]
     lines += ["", verdict]
     (args.out / "unified_memory.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))

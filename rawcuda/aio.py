@@ -84,6 +84,7 @@ class RecordedEvent(Protocol):
 
     def query(self) -> bool: ...
 
+
 #: While a wait is pending, how often to ask the GPU directly whether a sticky error has stopped the host
 #: function from ever running. Only matters when something went wrong; a normal wait ends by the callback.
 ERROR_CHECK_INTERVAL_S = 0.5
@@ -180,14 +181,17 @@ async def wait(target: Stream | RecordedEvent, *, check_interval_s: float = ERRO
             _release_waiter(waiter, idle=completed)
 
 
-def _enqueue(target: Stream | RecordedEvent, loop: asyncio.AbstractEventLoop,
-             future: asyncio.Future[None]) -> tuple[int, Stream | None]:
+def _enqueue(
+    target: Stream | RecordedEvent, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]
+) -> tuple[int, Stream | None]:
     """Queue the host function behind ``target``'s work; returns the token and the internal stream used."""
     if isinstance(target, Stream):
         handle = target.handle  # ClosedError for a closed stream
         if target.capturing is not None:
-            raise RuntimeError(f"cannot await {target!r} while it is being captured into a graph: the wait "
-                               "would be recorded into the graph instead of running; await after the capture")
+            raise RuntimeError(
+                f"cannot await {target!r} while it is being captured into a graph: the wait "
+                "would be recorded into the graph instead of running; await after the capture"
+            )
         target.context.activate()
         token = _register(loop, future, target)
         try:

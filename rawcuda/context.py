@@ -158,12 +158,16 @@ class Context:
             raise ContextPoisonedError(
                 self._poison.code,
                 description="this context was poisoned by an earlier sticky error and can no longer be used",
-                details=[f"poisoned by: {str(self._poison).splitlines()[0]}",
-                         f"last kernel launched in it: {_describe_launch(self.last_launch)}",
-                         "start a new process; run with RAWCUDA_SYNC_LAUNCHES=1 to catch the faulting launch"],
+                details=[
+                    f"poisoned by: {str(self._poison).splitlines()[0]}",
+                    f"last kernel launched in it: {_describe_launch(self.last_launch)}",
+                    "start a new process; run with RAWCUDA_SYNC_LAUNCHES=1 to catch the faulting launch",
+                ],
             )
-        raise ClosedError(f"{self!r} is closed: {self._unusable}; create a new context (Context.primary() or "
-                          "Context.create()) and the objects you need in it")
+        raise ClosedError(
+            f"{self!r} is closed: {self._unusable}; create a new context (Context.primary() or "
+            "Context.create()) and the objects you need in it"
+        )
 
     def __enter__(self) -> Context:
         self.check_usable()
@@ -175,8 +179,9 @@ class Context:
         _tls.handle = self._handle
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, value: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         previous = self._enter_stack.items.pop()
         popped = c_void_p()
         try:

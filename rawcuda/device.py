@@ -67,8 +67,10 @@ class Device:
 
     @functools.cached_property
     def compute_capability(self) -> tuple[int, int]:
-        return (self.attribute(DeviceAttribute.COMPUTE_CAPABILITY_MAJOR),
-                self.attribute(DeviceAttribute.COMPUTE_CAPABILITY_MINOR))
+        return (
+            self.attribute(DeviceAttribute.COMPUTE_CAPABILITY_MAJOR),
+            self.attribute(DeviceAttribute.COMPUTE_CAPABILITY_MINOR),
+        )
 
     @functools.cached_property
     def total_memory(self) -> int:

@@ -84,8 +84,13 @@ class DeviceBuffer(Resource):
         return cls(shape, dtype, context)
 
     @classmethod
-    def zeros(cls, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None,
-              stream: Stream | None = None) -> Any:
+    def zeros(
+        cls,
+        shape: int | tuple[int, ...],
+        dtype: Any = np.float32,
+        context: Context | None = None,
+        stream: Stream | None = None,
+    ) -> Any:
         buf = cls(shape, dtype, context)
         buf.memset(0, stream=stream)
         return buf
@@ -141,14 +146,18 @@ class DeviceBuffer(Resource):
         if shape is None:
             remaining = self.nbytes - start
             if remaining % dt.itemsize:
-                raise ValueError(f"the remaining {remaining} bytes are not a whole number of {dt} elements: pass "
-                                 f"shape= to view only whole elements")
+                raise ValueError(
+                    f"the remaining {remaining} bytes are not a whole number of {dt} elements: pass "
+                    f"shape= to view only whole elements"
+                )
             shape = remaining // dt.itemsize
         dims = normalize_shape(shape)
         nbytes = math.prod(dims) * dt.itemsize
         if start + nbytes > self.nbytes:
-            raise ValueError(f"a view of shape {dims} {dt} at element {offset} needs {start + nbytes} bytes; "
-                             f"the buffer has {self.nbytes}")
+            raise ValueError(
+                f"a view of shape {dims} {dt} at element {offset} needs {start + nbytes} bytes; "
+                f"the buffer has {self.nbytes}"
+            )
         view = DeviceBuffer.__new__(DeviceBuffer)
         Resource.__init__(view, self.context)
         view.shape, view.dtype, view.nbytes = dims, dt, nbytes
@@ -161,8 +170,10 @@ class DeviceBuffer(Resource):
     def __getitem__(self, index: slice) -> DeviceBuffer:
         """``buf[i:j]``: a view of rows i..j (contiguous slices of the first axis only)."""
         if not isinstance(index, slice) or not self.shape:
-            raise TypeError("DeviceBuffer supports only contiguous slices of the first axis, e.g. buf[10:20]; "
-                            "copy to the host with to_array() for anything else")
+            raise TypeError(
+                "DeviceBuffer supports only contiguous slices of the first axis, e.g. buf[10:20]; "
+                "copy to the host with to_array() for anything else"
+            )
         start, stop, step = index.indices(self.shape[0])
         if step != 1:
             raise ValueError("DeviceBuffer slices must be contiguous (step 1)")
@@ -185,8 +196,12 @@ class DeviceBuffer(Resource):
             return
         host = np.ascontiguousarray(_host_array(src, "copy_from"))
         self._check_match(host.shape, host.dtype, "copy from")
-        self._transfer(lambda s: cu.cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, self.nbytes, s),
-                       lambda: cu.cuMemcpyHtoD(self._ptr, host.ctypes.data, self.nbytes), stream, host)
+        self._transfer(
+            lambda s: cu.cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, self.nbytes, s),
+            lambda: cu.cuMemcpyHtoD(self._ptr, host.ctypes.data, self.nbytes),
+            stream,
+            host,
+        )
 
     def copy_to(self, dst: Any, stream: Stream | None = None) -> None:
         """Copy this buffer into a C-contiguous, writeable host array (or PinnedBuffer) or another DeviceBuffer."""
@@ -198,8 +213,12 @@ class DeviceBuffer(Resource):
         if not host.flags.c_contiguous or not host.flags.writeable:
             raise ValueError("copy_to needs a C-contiguous, writeable array (np.empty(shape, dtype) is one)")
         self._check_match(host.shape, host.dtype, "copy into")
-        self._transfer(lambda s: cu.cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, self.nbytes, s),
-                       lambda: cu.cuMemcpyDtoH(host.ctypes.data, self._ptr, self.nbytes), stream, host)
+        self._transfer(
+            lambda s: cu.cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, self.nbytes, s),
+            lambda: cu.cuMemcpyDtoH(host.ctypes.data, self._ptr, self.nbytes),
+            stream,
+            host,
+        )
 
     def to_array(self, stream: Stream | None = None) -> np.ndarray:
         """A new host array with this buffer's contents (on ``stream``: waits for that stream only)."""
@@ -214,19 +233,28 @@ class DeviceBuffer(Resource):
         src.check_open()
         dst.check_open()
         if src.context.raw_handle != dst.context.raw_handle:
-            raise ValueError(f"{src!r} and {dst!r} belong to different contexts; copy through the host or use "
-                             "buffers of one context")
+            raise ValueError(
+                f"{src!r} and {dst!r} belong to different contexts; copy through the host or use buffers of one context"
+            )
         dst._check_match(src.shape, src.dtype, "copy from device buffer")
-        dst._transfer(lambda s: cu.cuMemcpyDtoDAsync(dst._ptr, src._ptr, dst.nbytes, s),
-                      lambda: cu.cuMemcpyDtoD(dst._ptr, src._ptr, dst.nbytes), stream, src)
+        dst._transfer(
+            lambda s: cu.cuMemcpyDtoDAsync(dst._ptr, src._ptr, dst.nbytes, s),
+            lambda: cu.cuMemcpyDtoD(dst._ptr, src._ptr, dst.nbytes),
+            stream,
+            src,
+        )
 
     def _check_match(self, shape: tuple[int, ...], dtype: np.dtype, action: str) -> None:
         if dtype != self.dtype:
-            raise TypeError(f"cannot {action} a {dtype} array: this buffer holds {self.dtype}; convert first "
-                            f"(e.g. a.astype(np.{self.dtype.name})) -- rawcuda never converts silently")
+            raise TypeError(
+                f"cannot {action} a {dtype} array: this buffer holds {self.dtype}; convert first "
+                f"(e.g. a.astype(np.{self.dtype.name})) -- rawcuda never converts silently"
+            )
         if tuple(shape) != self.shape:
-            raise ValueError(f"cannot {action} an array of shape {tuple(shape)}: this buffer has shape {self.shape} "
-                             f"({self.nbytes} bytes); reshape one of them or make a view")
+            raise ValueError(
+                f"cannot {action} an array of shape {tuple(shape)}: this buffer has shape {self.shape} "
+                f"({self.nbytes} bytes); reshape one of them or make a view"
+            )
 
     def _transfer(self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any) -> None:
         if self.nbytes == 0:
@@ -273,8 +301,9 @@ class DeviceBuffer(Resource):
             return
         sync_name, async_name, _ = _MEMSET_BY_SIZE[width]
         sync_fn, async_fn = getattr(cu, sync_name), getattr(cu, async_name)
-        self._transfer(lambda s: async_fn(self._ptr, pattern, count, s), lambda: sync_fn(self._ptr, pattern, count),
-                       stream, None)
+        self._transfer(
+            lambda s: async_fn(self._ptr, pattern, count, s), lambda: sync_fn(self._ptr, pattern, count), stream, None
+        )
 
     # --- sharing with torch / CuPy / numba -----------------------------------------------------------------
     @property

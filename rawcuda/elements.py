@@ -32,8 +32,10 @@ def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]
 def normalize_dtype(dtype: Any) -> np.dtype:
     dt = np.dtype(dtype)
     if dt.hasobject:
-        raise TypeError(f"dtype {dt} holds Python objects, which cannot live in GPU memory: use a numeric dtype "
-                        "(np.float32, np.int64 ...) or a structured dtype of numbers")
+        raise TypeError(
+            f"dtype {dt} holds Python objects, which cannot live in GPU memory: use a numeric dtype "
+            "(np.float32, np.int64 ...) or a structured dtype of numbers"
+        )
     return dt
 
 
@@ -44,6 +46,7 @@ def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
     int32 silently wraps); a fill decides by *value*: 255 fits a uint8, 2**40 does not fit an int32, 1.5 is
     not an integer, and 1e40 becomes inf in float32. Ordinary rounding (0.1 in float32) is not a change.
     """
+
     def refuse(why: str) -> TypeError:
         return TypeError(f"cannot fill a {dtype} buffer with {value!r}: {why}")
 

@@ -29,8 +29,9 @@ class Event(Resource):
 
     close_order = CloseOrder.EVENT
 
-    def __init__(self, context: Context | None = None, *, timing: bool = True, blocking: bool = False,
-                 interprocess: bool = False) -> None:
+    def __init__(
+        self, context: Context | None = None, *, timing: bool = True, blocking: bool = False, interprocess: bool = False
+    ) -> None:
         ctx = resolve(context)
         flags = EventFlag.DEFAULT
         if not timing:
@@ -88,11 +89,14 @@ class Event(Resource):
         for event in (self, end):
             event.require_recorded("time")
             if not event.timing:
-                raise ValueError(f"{event!r} was created with timing=False: it cannot be timed; "
-                                 "create it with Event(timing=True)")
+                raise ValueError(
+                    f"{event!r} was created with timing=False: it cannot be timed; create it with Event(timing=True)"
+                )
         if end.context.raw_handle != self.context.raw_handle:
-            raise ValueError("the two events belong to different contexts and cannot be timed against each other: "
-                             "record both in the same context")
+            raise ValueError(
+                "the two events belong to different contexts and cannot be timed against each other: "
+                "record both in the same context"
+            )
         end.synchronize()
         ms = c_float()
         cu.cuEventElapsedTime(byref(ms), self._handle, end.handle)

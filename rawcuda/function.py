@@ -74,8 +74,10 @@ class Function:
     def check_open(self) -> None:
         """Raise ClosedError when the module was closed."""
         if self.module.closed:
-            raise ClosedError(f"kernel {self.name!r} belongs to {self.module!r}, which is closed: load the module "
-                              "again (Module(...).function(name)) to launch it")
+            raise ClosedError(
+                f"kernel {self.name!r} belongs to {self.module!r}, which is closed: load the module "
+                "again (Module(...).function(name)) to launch it"
+            )
 
     @property
     def handle(self) -> int:
@@ -121,8 +123,14 @@ class Function:
         return blocks.value
 
     # --- launching -----------------------------------------------------------------------------------------
-    def launch(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
-               shared_mem: int = 0, stream: Stream | None = None) -> None:
+    def launch(
+        self,
+        grid: int | tuple[int, ...],
+        block: int | tuple[int, ...],
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> None:
         """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs.
 
         The first launch with a given (grid, block, shared_mem, stream) validates the configuration and
@@ -150,8 +158,14 @@ class Function:
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
-    def bind(self, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any, shared_mem: int = 0,
-             stream: Stream | None = None) -> BoundLaunch:
+    def bind(
+        self,
+        grid: int | tuple[int, ...],
+        block: int | tuple[int, ...],
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> BoundLaunch:
         """Check and pack a launch once; calling the result repeats it at close to bare-driver cost."""
         self.check_open()
         return BoundLaunch(self, grid, block, args, shared_mem, stream)
@@ -182,13 +196,16 @@ class Function:
         limits = self._limits()
         for axis, n in enumerate(b):
             if n > limits["block"][axis]:
-                raise ValueError(f"block dimension {'xyz'[axis]} = {n} exceeds the device limit "
-                                 f"{limits['block'][axis]}")
+                raise ValueError(
+                    f"block dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['block'][axis]}"
+                )
         threads = b[0] * b[1] * b[2]
         if threads > limits["threads"]:
-            raise ValueError(f"a block of {b} = {threads} threads is too large for {self.name!r}: at most "
-                             f"{limits['threads']} (the device allows 1024; registers or __launch_bounds__ may "
-                             "lower it)")
+            raise ValueError(
+                f"a block of {b} = {threads} threads is too large for {self.name!r}: at most "
+                f"{limits['threads']} (the device allows 1024; registers or __launch_bounds__ may "
+                "lower it)"
+            )
         for axis, n in enumerate(g):
             if n > limits["grid"][axis]:
                 raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
@@ -216,8 +233,10 @@ class Function:
         shared_mem = int(shared_mem)
         static, optin = limits["static_shared"], limits["optin_shared"]
         if static + shared_mem > optin:
-            raise ValueError(f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
-                             f"{optin} bytes a block can have on this device")
+            raise ValueError(
+                f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
+                f"{optin} bytes a block can have on this device"
+            )
         if shared_mem > self._dynamic_shared_limit:
             # Above 48 KiB a kernel must opt in: raise its limit once, then launches may use up to it.
             self.set_attribute(FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
@@ -236,8 +255,9 @@ class BoundLaunch:
     closed buffer is a ClosedError, never a launch on freed memory.
     """
 
-    def __init__(self, fn: Function, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: int,
-                 stream: Stream | None) -> None:
+    def __init__(
+        self, fn: Function, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: int, stream: Stream | None
+    ) -> None:
         self.function = fn
         self._spec = (grid, block, shared_mem, stream)
         self.args = args
@@ -293,6 +313,8 @@ def _dims(what: str, value: Any) -> tuple[int, int, int]:
     if not 1 <= len(dims) <= 3 or any(d is None for d in whole):
         raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
     if any(d < 1 for d in whole):  # type: ignore[operator]
-        raise ValueError(f"every {what} dimension must be >= 1, got {value!r} (a launch of zero threads does nothing; "
-                         "skip the launch instead)")
+        raise ValueError(
+            f"every {what} dimension must be >= 1, got {value!r} (a launch of zero threads does nothing; "
+            "skip the launch instead)"
+        )
     return (*whole, *(1,) * (3 - len(whole)))  # type: ignore[return-value]

@@ -141,8 +141,15 @@ class Graph(Resource):
         return tuple(self._held)
 
     # --- explicit nodes ----------------------------------------------------------------------------------
-    def add_kernel(self, fn: Function, grid: int | tuple[int, ...], block: int | tuple[int, ...], *args: Any,
-                   shared_mem: int = 0, depends_on: Iterable[Node] = ()) -> KernelNode:
+    def add_kernel(
+        self,
+        fn: Function,
+        grid: int | tuple[int, ...],
+        block: int | tuple[int, ...],
+        *args: Any,
+        shared_mem: int = 0,
+        depends_on: Iterable[Node] = (),
+    ) -> KernelNode:
         """A kernel node: ``fn<<<grid, block, shared_mem>>>(*args)`` after every node in ``depends_on``.
 
         Arguments are checked against the kernel's signature exactly as in ``fn.launch`` (before the driver

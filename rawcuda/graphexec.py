@@ -125,8 +125,10 @@ class GraphExec(Resource):
         """
         self.check_open()
         if not isinstance(node, KernelNode) or node.graph is not self.graph:
-            raise ValueError(f"{node!r} is not a kernel node of {self.graph!r}, the graph this was instantiated "
-                             "from (take it from exec.kernel_nodes())")
+            raise ValueError(
+                f"{node!r} is not a kernel node of {self.graph!r}, the graph this was instantiated "
+                "from (take it from exec.kernel_nodes())"
+            )
         fn = node.require_function()
         packed = fn.pack(args)
         params = kernel_node_params(fn, node.config, packed)
@@ -165,8 +167,10 @@ class GraphExec(Resource):
             if isinstance(item, tuple | list):
                 pending.extend(item)
             elif isinstance(item, DeviceBuffer | Function) and item.closed:
-                raise ClosedError(f"{item!r} was closed, but {self!r} still uses it: replaying would touch freed "
-                                  "memory; give the graph new arguments (set_kernel_args / update) first")
+                raise ClosedError(
+                    f"{item!r} was closed, but {self!r} still uses it: replaying would touch freed "
+                    "memory; give the graph new arguments (set_kernel_args / update) first"
+                )
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
@@ -183,8 +187,14 @@ def _update_error(exc: CudaError, info: CUgraphExecUpdateResultInfo, graph: Grap
     for label, handle in (("at node", info.errorNode), ("dependency", info.errorFromNode)):
         if handle:
             details.append(f"{label}: {_describe_node(graph, handle)}")
-    return GraphError(exc.code, call=exc.call, symbol=exc.symbol, arguments=exc.arguments,
-                      description=exc.description, details=[*exc.details, *details])
+    return GraphError(
+        exc.code,
+        call=exc.call,
+        symbol=exc.symbol,
+        arguments=exc.arguments,
+        description=exc.description,
+        details=[*exc.details, *details],
+    )
 
 
 def _describe_node(graph: Graph, handle: int) -> str:

@@ -74,8 +74,7 @@ def _allocation_prop(device_ordinal: int) -> CUmemAllocationProp:
     return prop
 
 
-def allocation_granularity(context: Context | None = None, *,
-                           which: MemGranularity = MemGranularity.MINIMUM) -> int:
+def allocation_granularity(context: Context | None = None, *, which: MemGranularity = MemGranularity.MINIMUM) -> int:
     """The size every VMM chunk and offset must be a multiple of, for pinned memory on the context's device.
 
     MINIMUM is what the driver requires; RECOMMENDED is what it prefers for performance (the same 2 MiB on
@@ -139,19 +138,28 @@ class GrowableBuffer(Resource):
 
     def __init__(self, capacity_bytes_max: int, dtype: Any = np.float32, context: Context | None = None) -> None:
         self.dtype = normalize_dtype(dtype)
-        if isinstance(capacity_bytes_max, bool) or not isinstance(capacity_bytes_max, int | np.integer) \
-                or capacity_bytes_max < self.dtype.itemsize:
-            raise ValueError(f"capacity_bytes_max must be an int of at least one {self.dtype} element "
-                             f"({self.dtype.itemsize} bytes), got {capacity_bytes_max!r}")
+        if (
+            isinstance(capacity_bytes_max, bool)
+            or not isinstance(capacity_bytes_max, int | np.integer)
+            or capacity_bytes_max < self.dtype.itemsize
+        ):
+            raise ValueError(
+                f"capacity_bytes_max must be an int of at least one {self.dtype} element "
+                f"({self.dtype.itemsize} bytes), got {capacity_bytes_max!r}"
+            )
         ctx = resolve(context)  # (arguments are checked before any driver call)
         device = ctx.device
         if not device.attribute(DeviceAttribute.VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED):
             raise NotSupportedError(
-                Result.ERROR_NOT_SUPPORTED, call="GrowableBuffer", symbol="(checked before reserving)",
+                Result.ERROR_NOT_SUPPORTED,
+                call="GrowableBuffer",
+                symbol="(checked before reserving)",
                 description=f"{device!r} does not support virtual memory management",
-                details=["CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0 (the API needs a CUDA 10.2+ "
-                         "driver, and some virtualized setups lack it): grow by copying into a bigger DeviceBuffer "
-                         "instead (rawcuda.growable.copy_grow)"],
+                details=[
+                    "CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 0 (the API needs a CUDA 10.2+ "
+                    "driver, and some virtualized setups lack it): grow by copying into a bigger DeviceBuffer "
+                    "instead (rawcuda.growable.copy_grow)"
+                ],
             )
         self._prop = _allocation_prop(device.handle)
         self.granularity = allocation_granularity(ctx)
@@ -204,8 +212,10 @@ class GrowableBuffer(Resource):
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
-        return (f"<GrowableBuffer {self._size} x {self.dtype} at {self._base:#x}: {self.mapped_bytes} of "
-                f"{self.capacity_bytes} bytes mapped in {len(self._chunks)} chunk(s){state}>")
+        return (
+            f"<GrowableBuffer {self._size} x {self.dtype} at {self._base:#x}: {self.mapped_bytes} of "
+            f"{self.capacity_bytes} bytes mapped in {len(self._chunks)} chunk(s){state}>"
+        )
 
     # --- growing --------------------------------------------------------------------------------------------
     def grow(self, n_elements: int) -> DeviceBuffer:
@@ -257,8 +267,10 @@ class GrowableBuffer(Resource):
         """Append a host array's elements at the end (grows first; converts nothing: dtypes must match)."""
         host = np.ascontiguousarray(values).reshape(-1)
         if host.dtype != self.dtype:  # refuse before growing, so a refused extend changes nothing
-            raise TypeError(f"cannot extend a {self.dtype} buffer with {host.dtype} values; convert first "
-                            f"(e.g. values.astype(np.{self.dtype.name})) -- rawcuda never converts silently")
+            raise TypeError(
+                f"cannot extend a {self.dtype} buffer with {host.dtype} values; convert first "
+                f"(e.g. values.astype(np.{self.dtype.name})) -- rawcuda never converts silently"
+            )
         start = self._size
         self.grow(start + host.size)
         if host.size:

@@ -88,8 +88,9 @@ class ArgumentError(TypeError):
 def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
     """The raw bits of a numpy scalar of exactly the parameter's width, or raise."""
     if value.dtype.itemsize != spec.size:
-        raise ArgumentError(f"wrong width: {value.dtype} is {value.dtype.itemsize} bytes, the parameter is "
-                            f"{spec.describe()}")
+        raise ArgumentError(
+            f"wrong width: {value.dtype} is {value.dtype.itemsize} bytes, the parameter is {spec.describe()}"
+        )
     return value
 
 
@@ -107,11 +108,15 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bo
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
             if value.closed:
-                raise ClosedError(f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
-                                  "(a closed buffer cannot be reopened)")
+                raise ClosedError(
+                    f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
+                    "(a closed buffer cannot be reopened)"
+                )
             if context is not None and value.context.raw_handle != context.raw_handle:
-                raise ArgumentError(f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
-                                    f"{context!r}: pass a buffer of the same context (or load the module there)")
+                raise ArgumentError(
+                    f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
+                    f"{context!r}: pass a buffer of the same context (or load the module there)"
+                )
             slot.value = value.ptr
             return True
         if isinstance(value, np.integer):
@@ -121,7 +126,9 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bo
             raise ArgumentError(
                 "a host numpy array where a device pointer is expected: the GPU cannot read host memory through "
                 "it; copy it first with rawcuda.DeviceBuffer.from_array(array)"
-                if pointer_sized else f"a numpy array cannot be passed as {spec.describe()}")
+                if pointer_sized
+                else f"a numpy array cannot be passed as {spec.describe()}"
+            )
         if pointer_sized and hasattr(value, "__cuda_array_interface__"):
             slot.value = value.__cuda_array_interface__["data"][0]
             return False  # another library's object: its address may change, so never cache it
@@ -142,8 +149,10 @@ def _float_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
             slot.value = float(_numpy_scalar(value, spec))
             return True
         if isinstance(value, np.integer):
-            raise ArgumentError(f"a numpy integer ({value.dtype}) where the kernel expects {spec.describe()}; "
-                                "pass a Python number or a numpy float of that width")
+            raise ArgumentError(
+                f"a numpy integer ({value.dtype}) where the kernel expects {spec.describe()}; "
+                "pass a Python number or a numpy float of that width"
+            )
         if isinstance(value, DeviceBuffer | np.ndarray):
             raise ArgumentError(f"an array where the kernel expects {spec.describe()}")
         raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
@@ -164,8 +173,10 @@ def _word_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], b
             return True
         if as_integer is not None and not isinstance(value, float):
             return as_integer(slot, value)
-        raise ArgumentError(f"{value!r} is ambiguous for a parameter known only by size ({spec.describe()}): "
-                            "pass e.g. np.int32(x) or np.float32(x)")
+        raise ArgumentError(
+            f"{value!r} is ambiguous for a parameter known only by size ({spec.describe()}): "
+            "pass e.g. np.int32(x) or np.float32(x)"
+        )
 
     return put
 
@@ -239,8 +250,9 @@ class ArgPacker:
 
     def pack(self, args: tuple[Any, ...]) -> Packed:
         if len(args) != len(self._makers):
-            raise ArgumentError(f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) "
-                                f"but {len(args)} were given")
+            raise ArgumentError(
+                f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) but {len(args)} were given"
+            )
         slots, cacheable = [], True
         for i, ((make_slot, put), value) in enumerate(zip(self._makers, args, strict=True)):
             slot = make_slot()
@@ -254,6 +266,3 @@ class ArgPacker:
 
     def signature(self) -> str:
         return ", ".join(s.ptx_type for s in self.specs)
-
-
-

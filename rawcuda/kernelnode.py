@@ -58,8 +58,9 @@ class KernelNode(Node):
     them); :meth:`raw_args` reads the values the node really holds.
     """
 
-    def __init__(self, graph: Graph, handle: int, function_handle: int, config: Sequence[int],
-                 function: Function | None) -> None:
+    def __init__(
+        self, graph: Graph, handle: int, function_handle: int, config: Sequence[int], function: Function | None
+    ) -> None:
         super().__init__(graph, handle, GraphNodeType.KERNEL)
         self.function_handle = function_handle
         self.function = function
@@ -79,8 +80,15 @@ class KernelNode(Node):
         params = CUDA_KERNEL_NODE_PARAMS()
         cu.cuGraphKernelNodeGetParams(handle, byref(params))
         func = params.func or 0
-        config = (params.gridDimX, params.gridDimY, params.gridDimZ, params.blockDimX, params.blockDimY,
-                  params.blockDimZ, params.sharedMemBytes)
+        config = (
+            params.gridDimX,
+            params.gridDimY,
+            params.gridDimZ,
+            params.blockDimX,
+            params.blockDimY,
+            params.blockDimZ,
+            params.sharedMemBytes,
+        )
         return cls(graph, handle, func, config, find_function(graph.context, func))
 
     @property
@@ -90,8 +98,10 @@ class KernelNode(Node):
     def require_function(self) -> Function:
         """The open Function this node runs; ValueError when rawcuda does not know it."""
         if self.function is None:
-            raise ValueError(f"{self!r}: rawcuda does not know which Function this node runs (launched outside "
-                             "rawcuda, or its module was closed), so it cannot check or pack arguments for it")
+            raise ValueError(
+                f"{self!r}: rawcuda does not know which Function this node runs (launched outside "
+                "rawcuda, or its module was closed), so it cannot check or pack arguments for it"
+            )
         self.function.check_open()
         return self.function
 

@@ -56,7 +56,7 @@ def max_ptx_isa(cuda: tuple[int, int]) -> tuple[int, int] | None:
 
 
 def image_kind(image: bytes) -> str:
-    """"cubin", "fatbin" or "ptx", from the first bytes."""
+    """ "cubin", "fatbin" or "ptx", from the first bytes."""
     if image.startswith(ELF_MAGIC):
         return "cubin"
     if image.startswith(FATBIN_MAGIC):
@@ -73,8 +73,14 @@ class Module(Resource):
 
     close_order = CloseOrder.MODULE
 
-    def __init__(self, image: bytes | str | os.PathLike[str], context: Context | None = None, *,
-                 name: str | None = None, jit_options: dict[JitOption, int] | None = None) -> None:
+    def __init__(
+        self,
+        image: bytes | str | os.PathLike[str],
+        context: Context | None = None,
+        *,
+        name: str | None = None,
+        jit_options: dict[JitOption, int] | None = None,
+    ) -> None:
         data, self.name = _read_image(image, name)
         self.kind = image_kind(data)
         self.ptx_info: ptx.PtxInfo | None = None
@@ -96,18 +102,26 @@ class Module(Resource):
         newest = max_ptx_isa(driver)
         if newest is not None and info.version > newest:
             raise ModuleLoadError(
-                Result.ERROR_UNSUPPORTED_PTX_VERSION, call="Module", symbol="(checked before loading)",
+                Result.ERROR_UNSUPPORTED_PTX_VERSION,
+                call="Module",
+                symbol="(checked before loading)",
                 arguments=repr(self.name),
                 description="the PTX needs a newer driver than this one",
-                details=[f"the PTX says .version {info.version[0]}.{info.version[1]}; this driver "
-                         f"(CUDA {driver[0]}.{driver[1]}) understands PTX ISA up to {newest[0]}.{newest[1]}"],
+                details=[
+                    f"the PTX says .version {info.version[0]}.{info.version[1]}; this driver "
+                    f"(CUDA {driver[0]}.{driver[1]}) understands PTX ISA up to {newest[0]}.{newest[1]}"
+                ],
             )
 
     def _load(self, data: bytes, extra: dict[JitOption, int]) -> int:
         info, error = ctypes.create_string_buffer(LOG_BYTES), ctypes.create_string_buffer(LOG_BYTES)
-        options = {JitOption.INFO_LOG_BUFFER: ctypes.addressof(info), JitOption.INFO_LOG_BUFFER_SIZE_BYTES: LOG_BYTES,
-                   JitOption.ERROR_LOG_BUFFER: ctypes.addressof(error),
-                   JitOption.ERROR_LOG_BUFFER_SIZE_BYTES: LOG_BYTES, **extra}
+        options = {
+            JitOption.INFO_LOG_BUFFER: ctypes.addressof(info),
+            JitOption.INFO_LOG_BUFFER_SIZE_BYTES: LOG_BYTES,
+            JitOption.ERROR_LOG_BUFFER: ctypes.addressof(error),
+            JitOption.ERROR_LOG_BUFFER_SIZE_BYTES: LOG_BYTES,
+            **extra,
+        }
         keys = (c_int * len(options))(*[int(k) for k in options])
         # Option values travel *by value*: each integer squeezed into a void*, not a pointer to it.
         values = (c_void_p * len(options))(*options.values())
@@ -126,8 +140,11 @@ class Module(Resource):
         lines = [f"module: {self.name} ({self.kind})"]
         if self.ptx_info is not None:
             major, minor = self.ptx_info.version
-            lines.append(f"PTX .version {major}.{minor}, .target {self.ptx_info.target}; driver CUDA "
-                         "{}.{}".format(*checked.driver_version()))
+            lines.append(
+                f"PTX .version {major}.{minor}, .target {self.ptx_info.target}; driver CUDA {{}}.{{}}".format(
+                    *checked.driver_version()
+                )
+            )
         for label, log in (("JIT error log", error_log), ("JIT info log", info_log)):
             text = log.decode(errors="replace").strip()
             if text:
@@ -177,8 +194,10 @@ class Module(Resource):
             near = [e for e in entries if name in e and e != name]
             details = [f"kernels in {self.name}: {', '.join(entries) or '(none)'}"]
             if near:
-                details.append(f"{near[0]} looks like {name!r} after C++ name mangling: declare the kernel "
-                               f"extern \"C\" to keep its plain name, or ask for {near[0]!r}")
+                details.append(
+                    f"{near[0]} looks like {name!r} after C++ name mangling: declare the kernel "
+                    f'extern "C" to keep its plain name, or ask for {near[0]!r}'
+                )
             failure = exc.with_details(details)
             failure.entries = entries  # type: ignore[attr-defined]  (the kernels that *are* in the module)
             raise failure from None
@@ -217,9 +236,8 @@ def _read_image(image: bytes | str | os.PathLike[str], name: str | None) -> tupl
     if isinstance(image, str | os.PathLike):
         path = Path(image)
         if not path.is_file():
-            raise FileNotFoundError(f"no module file at {path} (pass PTX text, bytes, or the path of a "
-                                    ".ptx/.cubin/.fatbin file)")
+            raise FileNotFoundError(
+                f"no module file at {path} (pass PTX text, bytes, or the path of a .ptx/.cubin/.fatbin file)"
+            )
         return path.read_bytes(), name or path.name
     raise TypeError(f"a module image is bytes, PTX text or a path, not {type(image).__name__}")
-
-

@@ -154,8 +154,13 @@ class CompileResult:
         return Module(self.image, context, name=self.name)
 
 
-def compile(source: str | bytes, name: str = "kernel.cu", options: Sequence[str] | None = None,
-            name_expressions: Sequence[str] = (), headers: Mapping[str, str] | None = None) -> CompileResult:
+def compile(
+    source: str | bytes,
+    name: str = "kernel.cu",
+    options: Sequence[str] | None = None,
+    name_expressions: Sequence[str] = (),
+    headers: Mapping[str, str] | None = None,
+) -> CompileResult:
     """Compile CUDA C++ ``source`` with NVRTC.
 
     ``name`` is the file name NVRTC uses in messages. ``options`` are nvcc-style words; without an

@@ -128,8 +128,15 @@ def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream
     rows, cols = x.shape
     if rows and cols:
         fn = kernel("transpose", "transpose_padded" if padded else "transpose_naive", x.context)
-        fn.launch((_ceil(cols, TRANSPOSE_TILE), _ceil(rows, TRANSPOSE_TILE)), TRANSPOSE_THREADS, out, x, rows, cols,
-                  stream=stream)
+        fn.launch(
+            (_ceil(cols, TRANSPOSE_TILE), _ceil(rows, TRANSPOSE_TILE)),
+            TRANSPOSE_THREADS,
+            out,
+            x,
+            rows,
+            cols,
+            stream=stream,
+        )
 
 
 def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: Stream | None = None) -> None:
@@ -140,8 +147,9 @@ def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: St
     rows, cols = x.shape
     if rows and cols:
         grid = (_ceil(cols, ELEMENTWISE_THREADS[0]), min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y))
-        kernel("elementwise", "bias_relu", x.context).launch(grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols,
-                                                              stream=stream)
+        kernel("elementwise", "bias_relu", x.context).launch(
+            grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols, stream=stream
+        )
 
 
 def gelu(out: DeviceBuffer, x: DeviceBuffer, stream: Stream | None = None) -> None:

@@ -35,8 +35,9 @@ from .ffi.constants import HostAllocFlag
 from .resource import Resource, finalize_child
 
 
-def host_view(ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype, context: Context,
-              release: Any) -> tuple[Any, np.ndarray]:
+def host_view(
+    ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype, context: Context, release: Any
+) -> tuple[Any, np.ndarray]:
     """A numpy array over ``nbytes`` at host address ``ptr``; ``release(ptr)`` runs when no view is left."""
     if nbytes == 0:
         return None, np.empty(shape, dtype)
@@ -55,8 +56,14 @@ class PinnedBuffer(Resource):
 
     close_order = CloseOrder.HOST_MEMORY
 
-    def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None,
-                 *, flags: HostAllocFlag = HostAllocFlag.DEFAULT) -> None:
+    def __init__(
+        self,
+        shape: int | tuple[int, ...],
+        dtype: Any = np.float32,
+        context: Context | None = None,
+        *,
+        flags: HostAllocFlag = HostAllocFlag.DEFAULT,
+    ) -> None:
         ctx = resolve(context)
         self.shape = normalize_shape(shape)
         self.dtype = normalize_dtype(dtype)
@@ -71,8 +78,9 @@ class PinnedBuffer(Resource):
         self._raw, self._array = host_view(self._ptr, self.nbytes, self.shape, self.dtype, ctx, _free_host)
 
     @classmethod
-    def from_array(cls, array: Any, context: Context | None = None, *,
-                   flags: HostAllocFlag = HostAllocFlag.DEFAULT) -> PinnedBuffer:
+    def from_array(
+        cls, array: Any, context: Context | None = None, *, flags: HostAllocFlag = HostAllocFlag.DEFAULT
+    ) -> PinnedBuffer:
         host = np.asarray(array)
         buf = cls(host.shape, host.dtype, context, flags=flags)
         buf.array[...] = host

@@ -61,20 +61,48 @@ from .ptxtext import (
 #: Bytes per element of every PTX type a parameter can have. ``.pred`` is counted as one byte: PTX
 #: gives it no memory size, and a one-byte slot is what a C ``bool`` would use.
 TYPE_SIZES: dict[str, int] = {
-    "b8": 1, "s8": 1, "u8": 1,
-    "b16": 2, "s16": 2, "u16": 2, "f16": 2, "bf16": 2,
-    "b32": 4, "s32": 4, "u32": 4, "f32": 4, "f16x2": 4, "bf16x2": 4, "tf32": 4,
-    "b64": 8, "s64": 8, "u64": 8, "f64": 8,
+    "b8": 1,
+    "s8": 1,
+    "u8": 1,
+    "b16": 2,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "b32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "f16x2": 4,
+    "bf16x2": 4,
+    "tf32": 4,
+    "b64": 8,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
     "b128": 16,
     "pred": 1,
 }
 
 #: Directives that may sit between a kernel's parameter list and its body.
-PERFORMANCE_DIRECTIVES = frozenset({
-    "maxntid", "reqntid", "minnctapersm", "maxnctapersm", "maxnreg", "noreturn", "pragma",
-    "explicitcluster", "reqnctapercluster", "maxclusterrank", "blocksareclusters", "abi_preserve",
-    "abi_preserve_control",
-})
+PERFORMANCE_DIRECTIVES = frozenset(
+    {
+        "maxntid",
+        "reqntid",
+        "minnctapersm",
+        "maxnctapersm",
+        "maxnreg",
+        "noreturn",
+        "pragma",
+        "explicitcluster",
+        "reqnctapercluster",
+        "maxclusterrank",
+        "blocksareclusters",
+        "abi_preserve",
+        "abi_preserve_control",
+    }
+)
+
 
 @dataclass(frozen=True)
 class Param:
@@ -281,8 +309,10 @@ def parse(text: str | bytes) -> PtxInfo:
     """
     source = strip_comments(as_text(text))
     if not source.strip():
-        raise PtxParseError("not PTX: the text is empty (or only comments); pass PTX text as nvcc --ptx writes "
-                            "it, or the path of a .ptx file")
+        raise PtxParseError(
+            "not PTX: the text is empty (or only comments); pass PTX text as nvcc --ptx writes "
+            "it, or the path of a .ptx file"
+        )
     version = parse_version(source)
     targets = parse_targets(source)
     address_size = parse_address_size(source)
@@ -291,9 +321,7 @@ def parse(text: str | bytes) -> PtxInfo:
         if entry.name in entries:
             raise PtxParseError(f".entry {entry.name} is defined twice")
         entries[entry.name] = entry
-    return PtxInfo(
-        version=version, target=targets[0], targets=targets, address_size=address_size, entries=entries
-    )
+    return PtxInfo(version=version, target=targets[0], targets=targets, address_size=address_size, entries=entries)
 
 
 def parse_file(path: str | PathLike[str]) -> PtxInfo:

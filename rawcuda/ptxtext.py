@@ -105,5 +105,14 @@ def parse_address_size(text: str) -> int:
     return int(m.group(1))
 
 
-__all__ = ["DEFAULT_ADDRESS_SIZE", "PtxParseError", "as_text", "line_of", "parse_address_size", "parse_targets",
-           "parse_version", "strip_comments", "without_strings"]
+__all__ = [
+    "DEFAULT_ADDRESS_SIZE",
+    "PtxParseError",
+    "as_text",
+    "line_of",
+    "parse_address_size",
+    "parse_targets",
+    "parse_version",
+    "strip_comments",
+    "without_strings",
+]

@@ -51,8 +51,9 @@ class Stream(Resource):
     #: while it is set, :meth:`keep_alive` hands objects to the graph (they are needed at every replay).
     capturing: Any = None
 
-    def __init__(self, context: Context | None = None, *, flags: StreamFlag = StreamFlag.DEFAULT,
-                 priority: int | None = None) -> None:
+    def __init__(
+        self, context: Context | None = None, *, flags: StreamFlag = StreamFlag.DEFAULT, priority: int | None = None
+    ) -> None:
         ctx = resolve(context)
         if priority is not None:
             least, greatest = ctx.stream_priority_range
@@ -189,7 +190,5 @@ def stream_handle(stream: Stream | None, context: Context) -> int:
         return 0
     handle = stream.handle  # ClosedError for a closed stream
     if stream.context.raw_handle != context.raw_handle:
-        raise ValueError(
-            f"{stream!r} belongs to {stream.context!r}, not {context!r}: use a stream of the same context"
-        )
+        raise ValueError(f"{stream!r} belongs to {stream.context!r}, not {context!r}: use a stream of the same context")
     return handle

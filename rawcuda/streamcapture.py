@@ -94,8 +94,10 @@ class Capture:
         if handle in _LEGACY_HANDLES:
             raise ValueError(LEGACY_STREAM_REFUSAL)
         if SYNC_LAUNCHES:
-            raise RuntimeError("RAWCUDA_SYNC_LAUNCHES=1 synchronizes after every launch, which stream capture "
-                               "forbids: unset it to capture graphs")
+            raise RuntimeError(
+                "RAWCUDA_SYNC_LAUNCHES=1 synchronizes after every launch, which stream capture "
+                "forbids: unset it to capture graphs"
+            )
         if stream.capturing is not None:
             raise RuntimeError(f"{stream!r} is already capturing into {stream.capturing!r}: end that capture first")
         stream.context.activate()
@@ -109,8 +111,9 @@ class Capture:
         self.graph = graph
         return graph
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
-                 traceback: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, traceback: TracebackType | None
+    ) -> None:
         stream, graph = self.stream, self.graph
         if graph is None:
             raise RuntimeError("Capture.__exit__ without a successful __enter__")

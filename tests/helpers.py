@@ -63,24 +63,39 @@ def python_env(**extra: str) -> dict[str, str]:
 
 def run_python(code: str, timeout: float = 120, **env: str) -> subprocess.CompletedProcess[str]:
     """Run ``code`` in a fresh interpreter (fresh driver state) and capture what it printed."""
-    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, env=python_env(**env), capture_output=True,
-                          text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-c", code], cwd=ROOT, env=python_env(**env), capture_output=True, text=True, timeout=timeout
+    )
 
 
 def run_cli(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     """``python -m rawcuda ARGS``, as a user runs it."""
-    return subprocess.run([sys.executable, "-m", "rawcuda", *args], cwd=ROOT, env=python_env(**env),
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, "-m", "rawcuda", *args],
+        cwd=ROOT,
+        env=python_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
 
 
-def run_tutorial(path: Path, *args: str, stdin: str | None = None,
-                 timeout: float = 300) -> subprocess.CompletedProcess[str]:
+def run_tutorial(
+    path: Path, *args: str, stdin: str | None = None, timeout: float = 300
+) -> subprocess.CompletedProcess[str]:
     """Run a tutorial as a learner would: alone, from a neutral directory, without PYTHONPATH (the tutorial
     must find rawcuda by itself). ``stdin`` None leaves standard input alone; a string is fed to it."""
     env = python_env()
     env.pop("PYTHONPATH", None)
-    return subprocess.run([sys.executable, str(path), *args], cwd=ROOT.parent, env=env, input=stdin,
-                          capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(
+        [sys.executable, str(path), *args],
+        cwd=ROOT.parent,
+        env=env,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
 
 
 def build_shared_library(source: Path, out: Path, what: str) -> Path:

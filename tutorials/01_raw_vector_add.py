@@ -50,8 +50,10 @@ def main(t: Tutorial) -> None:
     cu.cuDeviceGetAttribute(byref(major), DeviceAttribute.COMPUTE_CAPABILITY_MAJOR, dev)
     cu.cuDeviceGetAttribute(byref(minor), DeviceAttribute.COMPUTE_CAPABILITY_MINOR, dev)
     cu.cuDeviceGetAttribute(byref(sms), DeviceAttribute.MULTIPROCESSOR_COUNT, dev)
-    t.say(f"{count.value} device(s); device 0 = {name.value.decode()}, compute capability "
-          f"{major.value}.{minor.value}, {sms.value} SMs")
+    t.say(
+        f"{count.value} device(s); device 0 = {name.value.decode()}, compute capability "
+        f"{major.value}.{minor.value}, {sms.value} SMs"
+    )
 
     t.step("create a context and make it current (cust: Context::create_and_push(MAP_HOST | SCHED_AUTO))")
     # CUDA 13's cuCtxCreate is cuCtxCreate_v4: a params struct (NULL = no extras) comes before the flags.
@@ -62,9 +64,11 @@ def main(t: Tutorial) -> None:
     t.step("a non-blocking stream (cust: Stream::new(StreamFlags::NON_BLOCKING, None))")
     stream = c_void_p()
     cu.cuStreamCreate(byref(stream), StreamFlag.NON_BLOCKING)
-    t.say("NON_BLOCKING: this stream does not wait for the legacy default stream -- so every copy below is\n"
-          "issued on *this* stream with the Async calls; a plain cuMemcpyHtoD would run on the legacy\n"
-          "stream and could race the kernel.")
+    t.say(
+        "NON_BLOCKING: this stream does not wait for the legacy default stream -- so every copy below is\n"
+        "issued on *this* stream with the Async calls; a plain cuMemcpyHtoD would run on the legacy\n"
+        "stream and could race the kernel."
+    )
 
     t.step(f"host data: {N:,} random float32 in a and b (random, so a wrong kernel cannot pass by luck)")
     rng = np.random.default_rng()
@@ -83,8 +87,10 @@ def main(t: Tutorial) -> None:
     cu.cuMemcpyHtoDAsync(d_a, a.ctypes.data, nbytes, stream)
     cu.cuMemcpyHtoDAsync(d_b, b.ctypes.data, nbytes, stream)
     cu.cuMemsetD32Async(d_c, NAN_BITS, N, stream)
-    t.say("the sources are pageable numpy arrays, so these 'async' copies are staged and return only when\n"
-          "the data has been taken: safe to reuse a and b afterwards")
+    t.say(
+        "the sources are pageable numpy arrays, so these 'async' copies are staged and return only when\n"
+        "the data has been taken: safe to reuse a and b afterwards"
+    )
 
     t.step("load the PTX with cuModuleLoadDataEx, handing the JIT two log buffers")
     ptx_file = kernels.ptx_path("vector_add")
@@ -93,8 +99,12 @@ def main(t: Tutorial) -> None:
     t.say(f"{ptx_file.name}: {' '.join(header)}")
     info_log = ctypes.create_string_buffer(LOG_BYTES)
     error_log = ctypes.create_string_buffer(LOG_BYTES)
-    options = (c_int * 4)(JitOption.INFO_LOG_BUFFER, JitOption.INFO_LOG_BUFFER_SIZE_BYTES,
-                          JitOption.ERROR_LOG_BUFFER, JitOption.ERROR_LOG_BUFFER_SIZE_BYTES)
+    options = (c_int * 4)(
+        JitOption.INFO_LOG_BUFFER,
+        JitOption.INFO_LOG_BUFFER_SIZE_BYTES,
+        JitOption.ERROR_LOG_BUFFER,
+        JitOption.ERROR_LOG_BUFFER_SIZE_BYTES,
+    )
     # Option values are passed *by value*, each squeezed into a void*: the buffer's address, or the
     # size itself cast to a pointer -- not a pointer to the size.
     values = (c_void_p * 4)(ctypes.addressof(info_log), LOG_BYTES, ctypes.addressof(error_log), LOG_BYTES)

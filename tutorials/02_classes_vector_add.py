@@ -28,27 +28,42 @@ def show(t: Tutorial, cust: str, rawcuda_line: str, raw: str) -> None:
 
 def main(t: Tutorial) -> None:
     t.step("initialise and pick a device")
-    show(t, "cust::quick_init()?; let device = Device::get_device(0)?;", "dev = Device(0)",
-         "dlopen + cuInit(0) + cuDeviceGet")
+    show(
+        t,
+        "cust::quick_init()?; let device = Device::get_device(0)?;",
+        "dev = Device(0)",
+        "dlopen + cuInit(0) + cuDeviceGet",
+    )
     dev = Device(0)
     t.say(repr(dev))
 
     t.step("a context, current on this thread")
-    show(t, "Context::create_and_push(ContextFlags::MAP_HOST | ContextFlags::SCHED_AUTO, device)?",
-         "ctx = Context.create(dev, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO)",
-         "cuCtxCreate_v4(&ctx, NULL, flags, dev)   (+ cuCtxDestroy when closed)")
+    show(
+        t,
+        "Context::create_and_push(ContextFlags::MAP_HOST | ContextFlags::SCHED_AUTO, device)?",
+        "ctx = Context.create(dev, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO)",
+        "cuCtxCreate_v4(&ctx, NULL, flags, dev)   (+ cuCtxDestroy when closed)",
+    )
     t.say("(without an explicit context, rawcuda uses the device's primary context, shared with torch/CuPy)")
     with Context.create(dev, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO) as ctx:
         t.check(bool(ctx.flags & CtxFlag.MAP_HOST), "the context has the MAP_HOST flag")
 
         t.step("a stream")
-        show(t, "Stream::new(StreamFlags::NON_BLOCKING, None)?", "stream = Stream(ctx, flags=StreamFlag.NON_BLOCKING)",
-             "cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)")
+        show(
+            t,
+            "Stream::new(StreamFlags::NON_BLOCKING, None)?",
+            "stream = Stream(ctx, flags=StreamFlag.NON_BLOCKING)",
+            "cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)",
+        )
         stream = Stream(ctx, flags=StreamFlag.NON_BLOCKING)
 
         t.step("device buffers from host data")
-        show(t, "DeviceBuffer::from_slice(&host_a)?", "d_a = DeviceBuffer.from_array(a, ctx, stream=stream)",
-             "cuMemAlloc_v2 + cuMemcpyHtoDAsync_v2 (+ cuMemFree_v2 when closed)")
+        show(
+            t,
+            "DeviceBuffer::from_slice(&host_a)?",
+            "d_a = DeviceBuffer.from_array(a, ctx, stream=stream)",
+            "cuMemAlloc_v2 + cuMemcpyHtoDAsync_v2 (+ cuMemFree_v2 when closed)",
+        )
         rng = np.random.default_rng()
         a = rng.standard_normal(N, dtype=np.float32)
         b = rng.standard_normal(N, dtype=np.float32)
@@ -59,17 +74,23 @@ def main(t: Tutorial) -> None:
         t.say(f"{d_a!r}")
 
         t.step("load the module and find the kernel")
-        show(t, "Module::from_ptx(ptx, &[])?; module.get_function(\"vector_add\")?",
-             "kernel = Module(kernels.ptx_path('vector_add'), ctx).function('vector_add')",
-             "cuModuleLoadDataEx (with JIT log buffers) + cuModuleGetFunction")
+        show(
+            t,
+            'Module::from_ptx(ptx, &[])?; module.get_function("vector_add")?',
+            "kernel = Module(kernels.ptx_path('vector_add'), ctx).function('vector_add')",
+            "cuModuleLoadDataEx (with JIT log buffers) + cuModuleGetFunction",
+        )
         module = Module(rawcuda.kernels.ptx_path("vector_add"), ctx)
         kernel = module.function("vector_add")
         t.say(f"{kernel!r}: {kernel.num_regs} registers, up to {kernel.max_threads_per_block} threads per block")
 
         t.step("launch -- arguments checked against the PTX signature first")
-        show(t, "launch!(kernel<<<grid, block, 0, stream>>>(c, a, b, n))?",
-             "kernel.launch(grid, BLOCK, d_c, d_a, d_b, N, stream=stream)",
-             "build void*[4] of pointers to each value + cuLaunchKernel")
+        show(
+            t,
+            "launch!(kernel<<<grid, block, 0, stream>>>(c, a, b, n))?",
+            "kernel.launch(grid, BLOCK, d_c, d_a, d_b, N, stream=stream)",
+            "build void*[4] of pointers to each value + cuLaunchKernel",
+        )
         try:
             kernel.launch(1, BLOCK, d_c, a, d_b, N, stream=stream)  # a host array by mistake
         except ArgumentError as exc:
@@ -78,14 +99,22 @@ def main(t: Tutorial) -> None:
         kernel.launch(grid, BLOCK, d_c, d_a, d_b, N, stream=stream)
 
         t.step("copy back and verify")
-        show(t, "stream.synchronize()?; dev_c.copy_to(&mut host_c)?", "c = d_c.to_array(stream=stream)",
-             "cuMemcpyDtoHAsync_v2 + cuStreamSynchronize")
+        show(
+            t,
+            "stream.synchronize()?; dev_c.copy_to(&mut host_c)?",
+            "c = d_c.to_array(stream=stream)",
+            "cuMemcpyDtoHAsync_v2 + cuStreamSynchronize",
+        )
         c = d_c.to_array(stream=stream)
         t.check(bool(np.array_equal(c, a + b)), f"all {N:,} sums equal numpy's a + b exactly")
 
         t.step("clean up: ctx.close() closes the children the context still owns, then the context itself")
-        show(t, "(Drop order: the context must outlive its buffers -- the seed's warning)", "ctx.close()",
-             "cuCtxSynchronize; cuMemFree_v2 x3; cuModuleUnload; cuStreamDestroy_v2; cuCtxDestroy_v2")
+        show(
+            t,
+            "(Drop order: the context must outlive its buffers -- the seed's warning)",
+            "ctx.close()",
+            "cuCtxSynchronize; cuMemFree_v2 x3; cuModuleUnload; cuStreamDestroy_v2; cuCtxDestroy_v2",
+        )
         children = ctx.children
         t.say(f"{len(children)} objects still open in the context: {sorted(type(c).__name__ for c in children)}")
     # Leaving `with ctx:` popped the context off this thread's stack; it did not destroy it. Closing does.

@@ -45,17 +45,21 @@ def main(t: Tutorial) -> None:
     source = ROOT / "kernels" / "reduce.cu"
     if source.exists():
         text = source.read_text()
-        body = text[text.index("__device__ __forceinline__ float warp_sum"):].split("}\n", 1)[0] + "}"
+        body = text[text.index("__device__ __forceinline__ float warp_sum") :].split("}\n", 1)[0] + "}"
         t.say(body)
     t.say("each step halves the active lanes: after 5 shuffles lane 0 holds the warp's sum, no shared memory used")
 
     t.step("load it and look at what the compiler made of it")
     fn = Module(rawcuda.kernels.ptx_path("reduce")).function("warp_reduce_sum")
-    t.say(f"{fn!r}\nregisters/thread: {fn.num_regs}, static shared: {fn.shared_size_bytes} B, "
-          f"blocks of {BLOCK} per SM: {fn.max_active_blocks_per_sm(BLOCK, BLOCK // WARP * 4)}")
+    t.say(
+        f"{fn!r}\nregisters/thread: {fn.num_regs}, static shared: {fn.shared_size_bytes} B, "
+        f"blocks of {BLOCK} per SM: {fn.max_active_blocks_per_sm(BLOCK, BLOCK // WARP * 4)}"
+    )
 
-    t.step(f"pass 1: {ops.REDUCE_BLOCKS_PER_SM} blocks per SM x {dev.multiprocessor_count} SMs, "
-           "each writing one partial sum")
+    t.step(
+        f"pass 1: {ops.REDUCE_BLOCKS_PER_SM} blocks per SM x {dev.multiprocessor_count} SMs, "
+        "each writing one partial sum"
+    )
     rng = np.random.default_rng()
     x = rng.standard_normal(N, dtype=np.float32)
     blocks = ops.REDUCE_BLOCKS_PER_SM * dev.multiprocessor_count
@@ -80,10 +84,16 @@ def main(t: Tutorial) -> None:
     nbytes = N * 4
     with DeviceBuffer.empty(N) as scratch:
         copy_ms = timed_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(scratch.ptr, dx.ptr, nbytes, 0))
-        red_ms = timed_ms(lambda: (fn.launch(blocks, BLOCK, partials, dx, N, shared_mem=shared),
-                                   fn.launch(1, BLOCK, total, partials, blocks, shared_mem=shared)))
-    t.say(f"reduction reads {nbytes / red_ms / 1e6:.0f} GB/s; a copy of the same array moves "
-          f"{2 * nbytes / copy_ms / 1e6:.0f} GB/s (read + write)")
+        red_ms = timed_ms(
+            lambda: (
+                fn.launch(blocks, BLOCK, partials, dx, N, shared_mem=shared),
+                fn.launch(1, BLOCK, total, partials, blocks, shared_mem=shared),
+            )
+        )
+    t.say(
+        f"reduction reads {nbytes / red_ms / 1e6:.0f} GB/s; a copy of the same array moves "
+        f"{2 * nbytes / copy_ms / 1e6:.0f} GB/s (read + write)"
+    )
 
     t.step("bank conflicts: transpose through a 32x32 shared tile, without and with one column of padding")
     m = rng.standard_normal((TRANSPOSE_N, TRANSPOSE_N), dtype=np.float32)
@@ -94,9 +104,11 @@ def main(t: Tutorial) -> None:
         ops.transpose(out, dm, padded=padded)
         t.check(bool(np.array_equal(out.to_array(), m.T)), f"{'padded' if padded else 'naive'} transpose is exact")
         results[padded] = timed_ms(lambda p=padded: ops.transpose(out, dm, padded=p))
-    t.say(f"naive: {results[False] * 1000:.0f} us, padded tile: {results[True] * 1000:.0f} us "
-          f"({results[False] / results[True]:.2f}x) -- column reads of a 32-wide tile hit one bank 32 times;\n"
-          "a 33-wide tile spreads them over all 32 banks")
+    t.say(
+        f"naive: {results[False] * 1000:.0f} us, padded tile: {results[True] * 1000:.0f} us "
+        f"({results[False] / results[True]:.2f}x) -- column reads of a 32-wide tile hit one bank 32 times;\n"
+        "a 33-wide tile spreads them over all 32 banks"
+    )
 
     t.step(f"dynamic shared memory above 48 KiB: launch with {BIG_SHARED // 1024} KiB")
     before = fn.attribute(FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES)

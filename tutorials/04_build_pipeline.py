@@ -43,8 +43,10 @@ def main(t: Tutorial) -> None:
             first = kernelbuild.build(ROOT / "kernels", built_dir)
             second = kernelbuild.build(ROOT / "kernels", built_dir)
             t.say(f"first build compiled {sorted(first.built)}\nsecond build compiled {second.built or 'nothing'}")
-            t.check(not second.built and sorted(second.cached) == sorted(first.built),
-                    "the second build was served entirely from the cache")
+            t.check(
+                not second.built and sorted(second.cached) == sorted(first.built),
+                "the second build was served entirely from the cache",
+            )
             t.say("the cache key hashes the source, its local headers, the flags and the full `nvcc --version`")
             source_dir = built_dir
         else:
@@ -56,15 +58,19 @@ def main(t: Tutorial) -> None:
         header = [line for line in text.splitlines() if line.startswith((".version", ".target", ".address_size"))]
         t.say("\n".join(header))
         entry = info.entries["saxpy"]
-        t.say("saxpy(" + ", ".join(f".{p.type}" for p in entry.params) + ")   <- float *y, float a, const float *x, "
-              "size_t n: pointers are just 64-bit integers in PTX")
+        t.say(
+            "saxpy(" + ", ".join(f".{p.type}" for p in entry.params) + ")   <- float *y, float a, const float *x, "
+            "size_t n: pointers are just 64-bit integers in PTX"
+        )
 
         t.step("the manifest: every kernel, its parameters, its ISA and arch, and the cache key")
         manifest = kernelbuild.read_manifest(source_dir)
         record = manifest["kernels"]["saxpy"]
         t.say(str({k: record[k] for k in ("ptx", "ptx_version", "target")} | {"entries": list(record["entries"])}))
-        t.check([p["type"] for p in record["entries"]["saxpy"]["params"]] == [p.type for p in entry.params],
-                "the manifest's parameter list is what the PTX parser reads")
+        t.check(
+            [p["type"] for p in record["entries"]["saxpy"]["params"]] == [p.type for p in entry.params],
+            "the manifest's parameter list is what the PTX parser reads",
+        )
 
         t.step("PTX ISA vs the driver: the driver must understand the PTX's .version")
         driver = rawcuda.driver_version()

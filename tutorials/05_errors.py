@@ -158,9 +158,11 @@ def main(t: Tutorial) -> None:
     t.step("the GPU, and the primary context every object below uses")
     ctx = rawcuda.default_context()
     t.say(f"{ctx!r} on {ctx.device.name}")
-    t.say("every error below is a subclass of rawcuda.CudaError (driver codes) or a TypeError/ValueError\n"
-          "subclass (rawcuda's own checks); each message names the call, the code, the driver's description\n"
-          "and a hint")
+    t.say(
+        "every error below is a subclass of rawcuda.CudaError (driver codes) or a TypeError/ValueError\n"
+        "subclass (rawcuda's own checks); each message names the call, the code, the driver's description\n"
+        "and a hint"
+    )
     rng = np.random.default_rng()
     a = rng.standard_normal(N, dtype=np.float32)
     b = rng.standard_normal(N, dtype=np.float32)
@@ -170,11 +172,15 @@ def main(t: Tutorial) -> None:
     t.step("bad PTX: the driver's JIT compiler refuses it -> ModuleLoadError with the JIT error log")
     t.say("the kernel declares `.reg .f32 %f<3>` (that is %f0..%f2) and then writes %f3")
     exc_load = expect(t, "Module(BROKEN_PTX)", rawcuda.ModuleLoadError, lambda: Module(BROKEN_PTX, name="broken.ptx"))
-    t.check(exc_load.code in (Result.ERROR_INVALID_PTX, Result.ERROR_INVALID_IMAGE),
-            f"the driver answered {exc_load.name} (INVALID_PTX expected)")
+    t.check(
+        exc_load.code in (Result.ERROR_INVALID_PTX, Result.ERROR_INVALID_IMAGE),
+        f"the driver answered {exc_load.name} (INVALID_PTX expected)",
+    )
     t.check("JIT error log" in str(exc_load), "the exception carries the JIT compiler's error log")
-    t.say("what to do: read the log -- it gives the PTX line and the reason. PTX from nvcc rarely has such\n"
-          "mistakes; hand-written or generated PTX often does.")
+    t.say(
+        "what to do: read the log -- it gives the PTX line and the reason. PTX from nvcc rarely has such\n"
+        "mistakes; hand-written or generated PTX often does."
+    )
 
     t.step("a kernel that is not there -> NotFoundError, listing the module's kernels")
     # The shipped vector_add PTX with its entry renamed to what nvcc emits when the kernel is *not* extern "C".
@@ -182,13 +188,16 @@ def main(t: Tutorial) -> None:
     mangled_ptx = re.sub(r"(?<![\w/$])vector_add(?=[\s(]|_param_)", MANGLED_VECTOR_ADD, source)
     mangled = Module(mangled_ptx, name="vector_add_without_extern_C.ptx")
     t.say(f"the module's kernels, read from its PTX: {mangled.entry_names()}")
-    exc_missing = expect(t, 'module.function("vector_add")', rawcuda.NotFoundError,
-                         lambda: mangled.function("vector_add"))
+    exc_missing = expect(
+        t, 'module.function("vector_add")', rawcuda.NotFoundError, lambda: mangled.function("vector_add")
+    )
     t.check(exc_missing.code == Result.ERROR_NOT_FOUND, "cuModuleGetFunction answered CUDA_ERROR_NOT_FOUND (500)")
-    t.check(MANGLED_VECTOR_ADD in str(exc_missing) and "extern" in str(exc_missing),
-            "the message lists the mangled kernel and suggests extern \"C\"")
+    t.check(
+        MANGLED_VECTOR_ADD in str(exc_missing) and "extern" in str(exc_missing),
+        'the message lists the mangled kernel and suggests extern "C"',
+    )
     t.check(isinstance(exc_missing, LookupError), "NotFoundError is also a LookupError (generic handlers work)")
-    t.say("what to do: declare kernels extern \"C\" so the PTX name is the C name -- or ask for the mangled one:")
+    t.say('what to do: declare kernels extern "C" so the PTX name is the C name -- or ask for the mangled one:')
     dc.fill(NAN32)
     mangled.function(MANGLED_VECTOR_ADD).launch(grid_for(N), BLOCK, dc, da, db, N)
     t.check(bool(np.array_equal(dc.to_array(), a + b)), f"the kernel found as {MANGLED_VECTOR_ADD} adds correctly")
@@ -206,26 +215,44 @@ def main(t: Tutorial) -> None:
     before = ctx.last_launch
     grid = grid_for(N)
     mistakes: list[tuple[str, type[BaseException], Callable[[], object]]] = [
-        ("vector_add with 3 arguments instead of 4", rawcuda.ArgumentError,
-         lambda: vector_add.launch(grid, BLOCK, dc, da, db)),
-        ("saxpy with np.float64 alpha for its f32 parameter", rawcuda.ArgumentError,
-         lambda: saxpy.launch(grid, BLOCK, dc, np.float64(SAXPY_ALPHA), da, N)),
-        ("transpose with np.int64 rows/cols for its u32 parameters", rawcuda.ArgumentError,
-         lambda: transpose.launch(1, TRANSPOSE_BLOCK, square, square, np.int64(TRANSPOSE_SIDE),
-                                  np.int64(TRANSPOSE_SIDE))),
-        ("vector_add with a host numpy array where a device pointer goes", rawcuda.ArgumentError,
-         lambda: vector_add.launch(grid, BLOCK, dc, a, db, N)),
-        ("vector_add with a DeviceBuffer that was closed", rawcuda.ClosedError,
-         lambda: vector_add.launch(grid, BLOCK, dc, closed, db, N)),
+        (
+            "vector_add with 3 arguments instead of 4",
+            rawcuda.ArgumentError,
+            lambda: vector_add.launch(grid, BLOCK, dc, da, db),
+        ),
+        (
+            "saxpy with np.float64 alpha for its f32 parameter",
+            rawcuda.ArgumentError,
+            lambda: saxpy.launch(grid, BLOCK, dc, np.float64(SAXPY_ALPHA), da, N),
+        ),
+        (
+            "transpose with np.int64 rows/cols for its u32 parameters",
+            rawcuda.ArgumentError,
+            lambda: transpose.launch(
+                1, TRANSPOSE_BLOCK, square, square, np.int64(TRANSPOSE_SIDE), np.int64(TRANSPOSE_SIDE)
+            ),
+        ),
+        (
+            "vector_add with a host numpy array where a device pointer goes",
+            rawcuda.ArgumentError,
+            lambda: vector_add.launch(grid, BLOCK, dc, a, db, N),
+        ),
+        (
+            "vector_add with a DeviceBuffer that was closed",
+            rawcuda.ClosedError,
+            lambda: vector_add.launch(grid, BLOCK, dc, closed, db, N),
+        ),
     ]
     for what, error, action in mistakes:
         expect(t, what, error, action)
     t.check(ctx.last_launch is before, "no launch reached the driver (the context's last launch is unchanged)")
     t.check(bool(np.isnan(dc.to_array()).all()), "the output is still all NaN: no kernel ran")
-    t.say("ArgumentError is a TypeError and ClosedError a ValueError: with cust these are compile errors\n"
-          "(#[cust::kernel]); here they are checked against the PTX signature before the driver sees them.\n"
-          "what to do: pass DeviceBuffers for pointers, numpy scalars of the parameter's exact width\n"
-          "(np.float32, np.uint32) or plain Python numbers, and only open buffers.")
+    t.say(
+        "ArgumentError is a TypeError and ClosedError a ValueError: with cust these are compile errors\n"
+        "(#[cust::kernel]); here they are checked against the PTX signature before the driver sees them.\n"
+        "what to do: pass DeviceBuffers for pointers, numpy scalars of the parameter's exact width\n"
+        "(np.float32, np.uint32) or plain Python numbers, and only open buffers."
+    )
     vector_add.launch(grid, BLOCK, dc, da, db, N)
     t.check(bool(np.array_equal(dc.to_array(), a + b)), "the corrected launch adds correctly")
     square.close()
@@ -233,46 +260,70 @@ def main(t: Tutorial) -> None:
     t.step("out of memory -> OutOfMemoryError with .requested and .available (the seed's OutOfMemory)")
     free, total = ctx.mem_info()
     t.say(f"cuMemGetInfo: {free / GIB:.1f} GiB free of {total / GIB:.1f} GiB")
-    exc_oom = expect(t, "DeviceBuffer.empty(1 << 40, np.uint8)  # 1 TiB", rawcuda.OutOfMemoryError,
-                     lambda: DeviceBuffer.empty(ONE_TIB, np.uint8))
+    exc_oom = expect(
+        t,
+        "DeviceBuffer.empty(1 << 40, np.uint8)  # 1 TiB",
+        rawcuda.OutOfMemoryError,
+        lambda: DeviceBuffer.empty(ONE_TIB, np.uint8),
+    )
     t.check(exc_oom.requested == ONE_TIB, f".requested = {exc_oom.requested} bytes (1 TiB)")
-    t.check(exc_oom.available is not None and exc_oom.available < ONE_TIB,
-            f".available = {exc_oom.available} bytes, asked from cuMemGetInfo when the allocation failed")
+    t.check(
+        exc_oom.available is not None and exc_oom.available < ONE_TIB,
+        f".available = {exc_oom.available} bytes, asked from cuMemGetInfo when the allocation failed",
+    )
     t.check(isinstance(exc_oom, MemoryError), "OutOfMemoryError is also a MemoryError")
     with DeviceBuffer.from_array(a[:SMALL_ALLOC]) as small:
         t.check(bool(np.array_equal(small.to_array(), a[:SMALL_ALLOC])), "the context still works after the OOM")
-    t.say("the seed calls OOM unrecoverable; for the GPU it is not: nothing was allocated, the context is\n"
-          "fine. what to do: free buffers you no longer need (close(), or drop them and gc.collect()),\n"
-          "process the data in smaller pieces, or check nvidia-smi for other processes using the GPU.")
+    t.say(
+        "the seed calls OOM unrecoverable; for the GPU it is not: nothing was allocated, the context is\n"
+        "fine. what to do: free buffers you no longer need (close(), or drop them and gc.collect()),\n"
+        "process the data in smaller pieces, or check nvidia-smi for other processes using the GPU."
+    )
 
     t.step("a kernel that writes to a bad address -> KernelFaultError, then ContextPoisonedError (child process)")
     t.say(f"the kernel (valid PTX, written by hand):\n{FAULT_PTX.rstrip()}")
-    t.say(f"launched with address {FAULT_ADDRESS:#x}. Such a fault is *sticky*: the context is ruined for the\n"
-          "rest of the process, so it runs in a fresh Python process; this one stays healthy.")
-    proc = subprocess.run([sys.executable, "-c", CHILD_CODE, FAULT_PTX, hex(FAULT_ADDRESS), RESULT_TAG],
-                          cwd=ROOT, env=child_env(), capture_output=True, text=True, timeout=CHILD_TIMEOUT_S)
+    t.say(
+        f"launched with address {FAULT_ADDRESS:#x}. Such a fault is *sticky*: the context is ruined for the\n"
+        "rest of the process, so it runs in a fresh Python process; this one stays healthy."
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", CHILD_CODE, FAULT_PTX, hex(FAULT_ADDRESS), RESULT_TAG],
+        cwd=ROOT,
+        env=child_env(),
+        capture_output=True,
+        text=True,
+        timeout=CHILD_TIMEOUT_S,
+    )
     shown = [line for line in proc.stdout.splitlines() if not line.startswith(RESULT_TAG)]
     t.say("\n".join(shown) or "(the child printed nothing)")
-    results = [line[len(RESULT_TAG):] for line in proc.stdout.splitlines() if line.startswith(RESULT_TAG)]
+    results = [line[len(RESULT_TAG) :] for line in proc.stdout.splitlines() if line.startswith(RESULT_TAG)]
     if proc.returncode != 0 or proc.stderr.strip():
         t.say("child stderr:\n" + proc.stderr[-CHILD_STDERR_SHOWN:])
     t.check(proc.returncode == 0 and len(results) == 1, f"the child ran to its end (exit status {proc.returncode})")
     report = json.loads(results[0])
     fault, poisoned = report.get("fault"), report.get("poisoned")
-    t.check(fault is not None and fault["type"] == "KernelFaultError" and fault["code"] in {int(c) for c in STICKY},
-            f"synchronize raised KernelFaultError: {fault and fault['name']} (CUDA_ERROR_ILLEGAL_ADDRESS, 700, "
-            "expected; every sticky code is a KernelFaultError)")
+    t.check(
+        fault is not None and fault["type"] == "KernelFaultError" and fault["code"] in {int(c) for c in STICKY},
+        f"synchronize raised KernelFaultError: {fault and fault['name']} (CUDA_ERROR_ILLEGAL_ADDRESS, 700, "
+        "expected; every sticky code is a KernelFaultError)",
+    )
     t.check("sticky" in fault["message"], "its message says the error is sticky")
-    t.check(poisoned is not None and poisoned["type"] == "ContextPoisonedError",
-            "the next call in that context raised ContextPoisonedError")
-    t.check(fault["name"] in poisoned["message"] and "store_to" in poisoned["message"],
-            f"it names the poisoning error ({fault['name']}) and the last kernel launched (store_to)")
+    t.check(
+        poisoned is not None and poisoned["type"] == "ContextPoisonedError",
+        "the next call in that context raised ContextPoisonedError",
+    )
+    t.check(
+        fault["name"] in poisoned["message"] and "store_to" in poisoned["message"],
+        f"it names the poisoning error ({fault['name']}) and the last kernel launched (store_to)",
+    )
     raw_again = report.get("raw_again")
     if raw_again is not None:
         t.say(f"below rawcuda, cuCtxSynchronize kept failing with {raw_again['name']}: the driver's own answer")
-    t.say("what to do: a sticky error cannot be cleared -- save what you can and start a new process. To find\n"
-          "the guilty kernel run with RAWCUDA_SYNC_LAUNCHES=1 (each launch waits for the GPU, so the error\n"
-          "appears at its own launch) or under compute-sanitizer, which names the faulting instruction.")
+    t.say(
+        "what to do: a sticky error cannot be cleared -- save what you can and start a new process. To find\n"
+        "the guilty kernel run with RAWCUDA_SYNC_LAUNCHES=1 (each launch waits for the GPU, so the error\n"
+        "appears at its own launch) or under compute-sanitizer, which names the faulting instruction."
+    )
 
     t.step("meanwhile, this process is unharmed")
     dc.fill(NAN32)

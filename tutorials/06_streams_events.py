@@ -84,8 +84,10 @@ def main(t: Tutorial) -> None:
     ctx = rawcuda.default_context()
     t.say(f"{dev.name}: {dev.multiprocessor_count} SMs; context {ctx!r}")
     stream = Stream()
-    t.say(f"{stream!r} flags={stream.flags!r}: rawcuda's streams are *blocking* unless you ask -- they order\n"
-          "with the legacy default stream (stream 0). The last step shows why that default matters.")
+    t.say(
+        f"{stream!r} flags={stream.flags!r}: rawcuda's streams are *blocking* unless you ask -- they order\n"
+        "with the legacy default stream (stream 0). The last step shows why that default matters."
+    )
     rng = np.random.default_rng()
 
     t.step("timing: the host clock measures queuing; events measure the GPU")
@@ -103,19 +105,25 @@ def main(t: Tutorial) -> None:
         queued_s = time.perf_counter() - began
         gpu_ms = start.elapsed_ms(end)  # waits for `end` to complete, then asks cuEventElapsedTime
         total_s = time.perf_counter() - began
-    t.say(f"{TIMING_LAUNCHES} saxpy launches on {TIMING_N:,} floats:\n"
-          f"  host time to queue them:      {queued_s * MS_PER_S:8.3f} ms  (launches return at once)\n"
-          f"  GPU time between the events:  {gpu_ms:8.3f} ms  "
-          f"({gb_per_s(SAXPY_BYTES * TIMING_N * TIMING_LAUNCHES, gpu_ms):.0f} GB/s of device memory)\n"
-          f"  host time until they finished: {total_s * MS_PER_S:7.3f} ms")
+    t.say(
+        f"{TIMING_LAUNCHES} saxpy launches on {TIMING_N:,} floats:\n"
+        f"  host time to queue them:      {queued_s * MS_PER_S:8.3f} ms  (launches return at once)\n"
+        f"  GPU time between the events:  {gpu_ms:8.3f} ms  "
+        f"({gb_per_s(SAXPY_BYTES * TIMING_N * TIMING_LAUNCHES, gpu_ms):.0f} GB/s of device memory)\n"
+        f"  host time until they finished: {total_s * MS_PER_S:7.3f} ms"
+    )
     t.check(gpu_ms > 0, "the events measured the GPU's work (cuEventElapsedTime > 0)")
     # y = y0 + (1 + TIMING_LAUNCHES) * ALPHA * x0: with small integers and ALPHA = 1/2 every step is exact.
     timed_expected = (y0 + (1 + TIMING_LAUNCHES) * ALPHA * x0.astype(np.float64)).astype(np.float32)
-    t.check(bool(np.array_equal(y.to_array(), timed_expected)),
-            f"all {TIMING_N:,} results of the {1 + TIMING_LAUNCHES} saxpys are exact")
-    t.say("Event().record(stream) marks a point in the stream; start.elapsed_ms(end) waits for `end` and\n"
-          "reads the GPU's clock (about 0.5 us resolution). time.perf_counter around async calls only\n"
-          "measures how fast Python can queue them.")
+    t.check(
+        bool(np.array_equal(y.to_array(), timed_expected)),
+        f"all {TIMING_N:,} results of the {1 + TIMING_LAUNCHES} saxpys are exact",
+    )
+    t.say(
+        "Event().record(stream) marks a point in the stream; start.elapsed_ms(end) waits for `end` and\n"
+        "reads the GPU's clock (about 0.5 us resolution). time.perf_counter around async calls only\n"
+        "measures how fast Python can queue them."
+    )
     x.close()
     y.close()
 
@@ -131,10 +139,12 @@ def main(t: Tutorial) -> None:
         t.say(f"{label:30s} {best_ms:7.2f} ms = {rates[label]:5.1f} GB/s")
         t.check(bool(np.array_equal(dest.to_array(), host)), f"every float arrived ({label})")
     ratio = rates["PinnedBuffer (cuMemHostAlloc)"] / rates["pageable numpy array"]
-    t.say(f"pinned is {ratio:.1f}x the pageable rate here. The copy engine moves data by DMA, which needs\n"
-          "pages that cannot move: from pageable memory the driver first copies into its own pinned staging\n"
-          "buffer, piece by piece -- an extra copy, and the call cannot return before the data is taken.\n"
-          "From pinned memory the DMA reads your buffer directly, and the call returns at once.")
+    t.say(
+        f"pinned is {ratio:.1f}x the pageable rate here. The copy engine moves data by DMA, which needs\n"
+        "pages that cannot move: from pageable memory the driver first copies into its own pinned staging\n"
+        "buffer, piece by piece -- an extra copy, and the call cannot return before the data is taken.\n"
+        "From pinned memory the DMA reads your buffer directly, and the call returns at once."
+    )
     dest.close()
     pinned.close()
 
@@ -186,13 +196,17 @@ def main(t: Tutorial) -> None:
             correct = bool(np.array_equal(y_dev.to_array(), expected)) and correct
         timings[label] = min(runs)
         t.say(f"{label:26s} {timings[label]:7.2f} ms (best of {OVERLAP_REPS})")
-        t.check(correct, f"{label}: in each of {OVERLAP_REPS} runs all {OVERLAP_N:,} results equal "
-                         f"{OVERLAP_FACTOR:g} * x exactly")
+        t.check(
+            correct,
+            f"{label}: in each of {OVERLAP_REPS} runs all {OVERLAP_N:,} results equal {OVERLAP_FACTOR:g} * x exactly",
+        )
     speedup = timings["serialized (one stream)"] / timings["overlapped (two streams)"]
-    t.say(f"overlapped runs {speedup:.2f}x as fast as serialized. The GPU has separate copy engines and SMs:\n"
-          "with the work split into chunks and an event between each copy and its compute, copying chunk\n"
-          "k+1 runs while chunk k computes, and the total tends to max(copy, compute) instead of their sum.\n"
-          "The copies must come from pinned memory: from pageable memory the driver's staging serializes them.")
+    t.say(
+        f"overlapped runs {speedup:.2f}x as fast as serialized. The GPU has separate copy engines and SMs:\n"
+        "with the work split into chunks and an event between each copy and its compute, copying chunk\n"
+        "k+1 runs while chunk k computes, and the total tends to max(copy, compute) instead of their sum.\n"
+        "The copies must come from pinned memory: from pageable memory the driver's staging serializes them."
+    )
     for obj in (*copied, copy_stream, compute_stream, x_dev, y_dev, x_host):
         obj.close()
 
@@ -202,7 +216,7 @@ def main(t: Tutorial) -> None:
     truth = (a + b)[-PROBE:]
     a_dev, b_dev = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b)
     out = DeviceBuffer.empty(RACE_N, np.float32)
-    tail = out[RACE_N - PROBE:]  # a view of the last PROBE elements
+    tail = out[RACE_N - PROBE :]  # a view of the last PROBE elements
     delay_x, delay_y = DeviceBuffer.empty(DELAY_N, np.float32), DeviceBuffer.empty(DELAY_N, np.float32)
     delay_x.fill(SCRATCH_VALUE)
     delay_y.fill(SCRATCH_VALUE)
@@ -228,26 +242,37 @@ def main(t: Tutorial) -> None:
     racy = raw_read()
     fast.synchronize()
     stale = int(np.count_nonzero(~(racy == truth)))  # NaN poison compares unequal, so it counts as stale
-    t.say(f"kernel queued on a NON_BLOCKING stream, then cuMemcpyDtoH at once: {stale} of {PROBE} values read\n"
-          f"were stale ({int(np.isnan(racy).sum())} still the NaN poison)")
-    t.say("(a race: it shows on most runs because the host queues the work ~100x faster than the GPU runs it,\n"
-          "but nothing guarantees either outcome -- which is exactly the problem)" if stale else
-          "(no stale value this time -- the race is still there: nothing ordered the copy after the kernel)")
+    t.say(
+        f"kernel queued on a NON_BLOCKING stream, then cuMemcpyDtoH at once: {stale} of {PROBE} values read\n"
+        f"were stale ({int(np.isnan(racy).sum())} still the NaN poison)"
+    )
+    t.say(
+        "(a race: it shows on most runs because the host queues the work ~100x faster than the GPU runs it,\n"
+        "but nothing guarantees either outcome -- which is exactly the problem)"
+        if stale
+        else "(no stale value this time -- the race is still there: nothing ordered the copy after the kernel)"
+    )
 
     t.say("three correct ways, each checked on every element:")
     queue_slow_write(fast)
-    t.check(bool(np.array_equal(tail.to_array(stream=fast), truth)),
-            "1. copy on the same stream (cuMemcpyDtoHAsync on `fast`, then wait for `fast`)")
+    t.check(
+        bool(np.array_equal(tail.to_array(stream=fast), truth)),
+        "1. copy on the same stream (cuMemcpyDtoHAsync on `fast`, then wait for `fast`)",
+    )
     queue_slow_write(fast)
     fast.synchronize()
     t.check(bool(np.array_equal(raw_read(), truth)), "2. synchronize the stream first, then cuMemcpyDtoH")
     queue_slow_write(fast)
-    t.check(bool(np.array_equal(tail.to_array(), truth)),
-            "3. rawcuda's stream-less copy (tail.to_array(): synchronizes the whole context first)")
+    t.check(
+        bool(np.array_equal(tail.to_array(), truth)),
+        "3. rawcuda's stream-less copy (tail.to_array(): synchronizes the whole context first)",
+    )
     blocking = Stream()  # StreamFlag.DEFAULT
     queue_slow_write(blocking)
-    t.check(bool(np.array_equal(raw_read(), truth)),
-            "and with a *blocking* stream the same raw cuMemcpyDtoH is correct: stream 0 waits for it")
+    t.check(
+        bool(np.array_equal(raw_read(), truth)),
+        "and with a *blocking* stream the same raw cuMemcpyDtoH is correct: stream 0 waits for it",
+    )
 
     t.step("why rawcuda's copies without a stream synchronize the whole context")
     ctx.synchronize()
@@ -256,13 +281,15 @@ def main(t: Tutorial) -> None:
         began = time.perf_counter()
         tail.to_array()
         costs.append(time.perf_counter() - began)
-    t.say(f"a stream-less copy of {PROBE * F32.itemsize // 1024} KiB takes "
-          f"{statistics.median(costs) * US_PER_S:.0f} us here (median of {SMALL_COPY_REPS}), two\n"
-          "cuCtxSynchronize calls included. A copy without a stream cannot know which stream wrote the data,\n"
-          "so rawcuda waits for *all* of the context's work before it (and after it), making the race above\n"
-          "impossible whatever the streams' flags. When those microseconds matter, pass stream=: the copy is\n"
-          "then ordered with that stream only -- and you are responsible for the ordering between streams\n"
-          "(stream.wait(event)).")
+    t.say(
+        f"a stream-less copy of {PROBE * F32.itemsize // 1024} KiB takes "
+        f"{statistics.median(costs) * US_PER_S:.0f} us here (median of {SMALL_COPY_REPS}), two\n"
+        "cuCtxSynchronize calls included. A copy without a stream cannot know which stream wrote the data,\n"
+        "so rawcuda waits for *all* of the context's work before it (and after it), making the race above\n"
+        "impossible whatever the streams' flags. When those microseconds matter, pass stream=: the copy is\n"
+        "then ordered with that stream only -- and you are responsible for the ordering between streams\n"
+        "(stream.wait(event))."
+    )
     for obj in (fast, blocking, stream, a_dev, b_dev, out, delay_x, delay_y):
         obj.close()
 

@@ -53,8 +53,10 @@ def main(t: Tutorial) -> None:
 
     t.step("raw: destroy the context first -- the seed's wrong drop order -- then free the buffer")
     cu.cuCtxDestroy(raw_ctx)
-    t.say("cuCtxDestroy_v2 succeeded: it freed everything the context owned and popped it from this thread.\n"
-          f"{dptr.value:#x} is now a dangling address that nothing owns.")
+    t.say(
+        "cuCtxDestroy_v2 succeeded: it freed everything the context owned and popped it from this thread.\n"
+        f"{dptr.value:#x} is now a dangling address that nothing owns."
+    )
     error: rawcuda.CudaError | None = None
     try:
         cu.cuMemFree(dptr)
@@ -62,9 +64,11 @@ def main(t: Tutorial) -> None:
         error = exc
         t.say(f"cuMemFree_v2 -> {type(exc).__name__} {exc.name} ({exc.code}):\n  " + str(exc).replace("\n", "\n  "))
     t.check(error is not None, "freeing after the context was destroyed is refused with an error")
-    t.say("here the driver said no. Worse outcomes are possible: had another context been current, the\n"
-          "dangling address could even name *its* memory. In Rust the failure hides in Drop (errors are\n"
-          "dropped); in C it is an ignored return code. The cure is an order the code cannot get wrong.")
+    t.say(
+        "here the driver said no. Worse outcomes are possible: had another context been current, the\n"
+        "dangling address could even name *its* memory. In Rust the failure hides in Drop (errors are\n"
+        "dropped); in C it is an ignored return code. The cure is an order the code cannot get wrong."
+    )
 
     t.step("rule 1: children hold a strong reference to their context")
     ctx = Context.create(rawcuda.Device(0))  # a created context, like the raw one (rawcuda pops it again)
@@ -77,8 +81,10 @@ def main(t: Tutorial) -> None:
     ctx_ref = weakref.ref(ctx)
     del ctx  # drop *our* reference: in Rust this would be the Context's Drop
     gc.collect()
-    t.check(ctx_ref() is not None and ctx_ref() is buf.context and not buf.context.closed,
-            "deleting our name for the context did not destroy it: the buffer keeps it alive")
+    t.check(
+        ctx_ref() is not None and ctx_ref() is buf.context and not buf.context.closed,
+        "deleting our name for the context did not destroy it: the buffer keeps it alive",
+    )
     ctx = buf.context
 
     t.step("rule 2: Context.close() synchronizes, closes its children, then destroys the context")
@@ -87,13 +93,18 @@ def main(t: Tutorial) -> None:
     ctx.close()
     t.say(f"after close(): buf.closed={buf.closed}, stream.closed={stream.closed}, ctx.closed={ctx.closed}")
     t.check(buf.closed and stream.closed and ctx.closed, "closing the context closed its children first")
-    t.say("inside close(): cuCtxSynchronize (the queued copy finishes), then each child's own release --\n"
-          "cuModuleUnload, cuStreamDestroy_v2, cuEventDestroy_v2, cuMemFree_v2, cuMemFreeHost -- and\n"
-          "cuCtxDestroy_v2 last, when nothing is left that could dangle")
+    t.say(
+        "inside close(): cuCtxSynchronize (the queued copy finishes), then each child's own release --\n"
+        "cuModuleUnload, cuStreamDestroy_v2, cuEventDestroy_v2, cuMemFree_v2, cuMemFreeHost -- and\n"
+        "cuCtxDestroy_v2 last, when nothing is left that could dangle"
+    )
 
     t.step("rule 3: using a closed object is a ClosedError, not a crash")
-    for what, action in (("buf.to_array()", buf.to_array), ("stream.synchronize()", stream.synchronize),
-                         ("DeviceBuffer.empty(4, context=ctx)", lambda: DeviceBuffer.empty(4, np.float32, ctx))):
+    for what, action in (
+        ("buf.to_array()", buf.to_array),
+        ("stream.synchronize()", stream.synchronize),
+        ("DeviceBuffer.empty(4, context=ctx)", lambda: DeviceBuffer.empty(4, np.float32, ctx)),
+    ):
         try:
             action()
             t.check(False, f"{what} should have raised ClosedError")
@@ -109,8 +120,10 @@ def main(t: Tutorial) -> None:
     except HalfwayError as exc:
         t.say(f"the body raised {type(exc).__name__}: {exc}")
     t.check(scratch is not None and scratch.closed, "the buffer was closed (cuMemFree_v2) on the way out")
-    t.say("cust relies on Drop for this; Python's `with` (or try/finally) gives the same guarantee without\n"
-          "depending on when the garbage collector runs")
+    t.say(
+        "cust relies on Drop for this; Python's `with` (or try/finally) gives the same guarantee without\n"
+        "depending on when the garbage collector runs"
+    )
 
     t.step(f"rule 5: an unclosed object is freed when garbage-collected ({GC_BYTES // MIB} MiB, by cuMemGetInfo)")
     primary = rawcuda.default_context()
@@ -121,13 +134,17 @@ def main(t: Tutorial) -> None:
     del big  # no close(): the last reference goes away ...
     gc.collect()  # ... (CPython frees at once; collect() covers reference cycles and other interpreters)
     after = primary.mem_info()[0]
-    t.say(f"free device memory: {baseline / MIB:,.0f} MiB -> {during / MIB:,.0f} MiB with the buffer -> "
-          f"{after / MIB:,.0f} MiB after `del big; gc.collect()` (of {total / MIB:,.0f} MiB)")
+    t.say(
+        f"free device memory: {baseline / MIB:,.0f} MiB -> {during / MIB:,.0f} MiB with the buffer -> "
+        f"{after / MIB:,.0f} MiB after `del big; gc.collect()` (of {total / MIB:,.0f} MiB)"
+    )
     t.check(baseline - during >= GC_BYTES - MEMINFO_SLACK, "the allocation showed up in cuMemGetInfo")
     t.check(after >= baseline - MEMINFO_SLACK, "and free memory returned to its baseline: weakref.finalize freed it")
-    t.say("the finalizer is only the fallback: it runs at an unpredictable time (and never at interpreter\n"
-          "exit, or once its context is closed or poisoned -- then it leaks rather than crash). close() and\n"
-          "`with` say exactly when memory goes back.")
+    t.say(
+        "the finalizer is only the fallback: it runs at an unpredictable time (and never at interpreter\n"
+        "exit, or once its context is closed or poisoned -- then it leaks rather than crash). close() and\n"
+        "`with` say exactly when memory goes back."
+    )
 
     t.step("rule 6: a PinnedBuffer's numpy view outlives close(); the memory goes with the last view")
     pinned = PinnedBuffer.from_array(data)
@@ -155,8 +172,10 @@ def main(t: Tutorial) -> None:
         freed = exc
         t.say(f"after `del view`: cuMemHostGetFlags -> {exc.name}: the driver no longer knows the address")
     t.check(freed is not None, "the pinned memory was freed when its last numpy view died")
-    t.say("freeing under a live view would turn every later read of it into a segfault; rawcuda ties the\n"
-          "memory's life to the ctypes object every view refers to instead")
+    t.say(
+        "freeing under a live view would turn every later read of it into a segfault; rawcuda ties the\n"
+        "memory's life to the ctypes object every view refers to instead"
+    )
 
 
 if __name__ == "__main__":

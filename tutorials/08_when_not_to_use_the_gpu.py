@@ -150,13 +150,18 @@ def main(t: Tutorial) -> None:
     c = np.empty(MAX_N, np.float32)  # numpy's output and the pageable GPU output, preallocated like the rest
     pa, pb, pc = PinnedBuffer.from_array(a), PinnedBuffer.from_array(b), PinnedBuffer(MAX_N, np.float32)
     da, db, dc = (DeviceBuffer.empty(MAX_N, np.float32) for _ in range(3))
-    t.say(f"GPU: {dev.name}. CPU: numpy {np.__version__}, np.add(a, b, out=c) -- `a + b` into a preallocated\n"
-          "array, so neither side pays for allocating its output inside the clock.\n"
-          "GPU round trip: a, b host -> device, ops.vector_add, c device -> host, one stream, then wait.\n"
-          f"Each time is the median of {REPS} runs after a warm-up, wall clock (time.perf_counter) around the\n"
-          "whole round trip, as a caller would experience it.")
-    with (DeviceBuffer.from_array(a[:KIB]) as wa, DeviceBuffer.from_array(b[:KIB]) as wb,
-          DeviceBuffer.empty(KIB, np.float32) as wc):
+    t.say(
+        f"GPU: {dev.name}. CPU: numpy {np.__version__}, np.add(a, b, out=c) -- `a + b` into a preallocated\n"
+        "array, so neither side pays for allocating its output inside the clock.\n"
+        "GPU round trip: a, b host -> device, ops.vector_add, c device -> host, one stream, then wait.\n"
+        f"Each time is the median of {REPS} runs after a warm-up, wall clock (time.perf_counter) around the\n"
+        "whole round trip, as a caller would experience it."
+    )
+    with (
+        DeviceBuffer.from_array(a[:KIB]) as wa,
+        DeviceBuffer.from_array(b[:KIB]) as wb,
+        DeviceBuffer.empty(KIB, np.float32) as wc,
+    ):
         ops.vector_add(wc, wa, wb)  # warm-up: loads the kernel's module (PTX JIT) before anything is timed
         t.check(bool(np.array_equal(wc.to_array(), a[:KIB] + b[:KIB])), "warm-up result is exact")
 
@@ -170,33 +175,50 @@ def main(t: Tutorial) -> None:
             t.say(f"WRONG RESULT at n = {n:,}")
         all_correct = all_correct and correct
         rows.append(row)
-    t.check(all_correct, f"every GPU result at every size ({len(SIZES)} sizes x 3 methods x {REPS + 1} runs) "
-                         "equals numpy's a + b exactly")
+    t.check(
+        all_correct,
+        f"every GPU result at every size ({len(SIZES)} sizes x 3 methods x {REPS + 1} runs) "
+        "equals numpy's a + b exactly",
+    )
 
     t.step("the table (microseconds, median)")
-    header = (f"{'n':>10} {'per array':>10} {'numpy':>10} {'GPU pinned':>11} {'GPU pageable':>13} "
-              f"{'kernel only':>12}  fastest with transfers")
+    header = (
+        f"{'n':>10} {'per array':>10} {'numpy':>10} {'GPU pinned':>11} {'GPU pageable':>13} "
+        f"{'kernel only':>12}  fastest with transfers"
+    )
     lines = [header]
     for r in rows:
         contenders = {"numpy": r.numpy_us, "GPU pinned": r.pinned_us, "GPU pageable": r.pageable_us}
         fastest = min(contenders, key=lambda k: contenders[k])
-        lines.append(f"{r.n:>10,} {size_text(r.n):>10} {r.numpy_us:>10.1f} {r.pinned_us:>11.1f} "
-                     f"{r.pageable_us:>13.1f} {r.kernel_us:>12.1f}  {fastest}")
+        lines.append(
+            f"{r.n:>10,} {size_text(r.n):>10} {r.numpy_us:>10.1f} {r.pinned_us:>11.1f} "
+            f"{r.pageable_us:>13.1f} {r.kernel_us:>12.1f}  {fastest}"
+        )
     t.say("\n".join(lines))
     big = rows[-1]
-    rate = {name: big.n * BYTES_MOVED / (us / US_PER_S) / BYTES_PER_GB
-            for name, us in (("numpy", big.numpy_us), ("pinned", big.pinned_us), ("pageable", big.pageable_us),
-                             ("kernel", big.kernel_us))}
-    t.say(f"at n = {big.n:,}, bytes of a, b and c per second: numpy {rate['numpy']:.1f} GB/s, GPU round trip\n"
-          f"{rate['pinned']:.1f} GB/s pinned / {rate['pageable']:.1f} GB/s pageable (the bus), kernel alone "
-          f"{rate['kernel']:.0f} GB/s")
+    rate = {
+        name: big.n * BYTES_MOVED / (us / US_PER_S) / BYTES_PER_GB
+        for name, us in (
+            ("numpy", big.numpy_us),
+            ("pinned", big.pinned_us),
+            ("pageable", big.pageable_us),
+            ("kernel", big.kernel_us),
+        )
+    }
+    t.say(
+        f"at n = {big.n:,}, bytes of a, b and c per second: numpy {rate['numpy']:.1f} GB/s, GPU round trip\n"
+        f"{rate['pinned']:.1f} GB/s pinned / {rate['pageable']:.1f} GB/s pageable (the bus), kernel alone "
+        f"{rate['kernel']:.0f} GB/s"
+    )
 
     t.step("the verdict")
     pinned_from = crossover(rows, lambda r: r.pinned_us)
     pageable_from = crossover(rows, lambda r: r.pageable_us)
     kernel_from = crossover(rows, lambda r: r.kernel_us)
-    for label, start in (("GPU round trip, pinned host memory", pinned_from),
-                         ("GPU round trip, pageable host memory", pageable_from)):
+    for label, start in (
+        ("GPU round trip, pinned host memory", pinned_from),
+        ("GPU round trip, pageable host memory", pageable_from),
+    ):
         if start is None:
             t.say(f"{label}: never beats numpy up to {MAX_N:,} floats")
         else:
@@ -204,29 +226,41 @@ def main(t: Tutorial) -> None:
     if kernel_from is None:
         t.say("kernel alone, data already on the GPU: never beats numpy here")
     else:
-        t.say(f"kernel alone, data already on the GPU: beats numpy from n = {kernel_from:,} "
-              f"({size_text(kernel_from)} per array) on")
-    t.check(big.kernel_us < big.numpy_us,
-            f"with the data resident, the kernel beats numpy at n = {big.n:,} ({big.kernel_us:.0f} us vs "
-            f"{big.numpy_us:.0f} us)")
+        t.say(
+            f"kernel alone, data already on the GPU: beats numpy from n = {kernel_from:,} "
+            f"({size_text(kernel_from)} per array) on"
+        )
+    t.check(
+        big.kernel_us < big.numpy_us,
+        f"with the data resident, the kernel beats numpy at n = {big.n:,} ({big.kernel_us:.0f} us vs "
+        f"{big.numpy_us:.0f} us)",
+    )
     small = rows[0]
-    t.say(f"small arrays: a round trip has a fixed cost -- three copies, a launch and a synchronization,\n"
-          f"about {small.pinned_us:.0f} us here -- against {small.numpy_us:.1f} us for numpy. Large arrays: the "
-          f"same {BYTES_MOVED} bytes per\nelement that numpy streams through host memory must cross the bus "
-          "(PCIe or NVLink) instead.")
+    t.say(
+        f"small arrays: a round trip has a fixed cost -- three copies, a launch and a synchronization,\n"
+        f"about {small.pinned_us:.0f} us here -- against {small.numpy_us:.1f} us for numpy. Large arrays: the "
+        f"same {BYTES_MOVED} bytes per\nelement that numpy streams through host memory must cross the bus "
+        "(PCIe or NVLink) instead."
+    )
     if pinned_from is None:
-        t.say(f"here the bus ({rate['pinned']:.1f} GB/s) never catches up with numpy ({rate['numpy']:.1f} GB/s): "
-              "for one cheap\noperation the copies cost more than the whole job on the CPU.")
+        t.say(
+            f"here the bus ({rate['pinned']:.1f} GB/s) never catches up with numpy ({rate['numpy']:.1f} GB/s): "
+            "for one cheap\noperation the copies cost more than the whole job on the CPU."
+        )
     else:
         which = "only from pinned memory" if pageable_from is None else "even from pageable memory"
-        t.say(f"here the bus ({rate['pinned']:.1f} GB/s pinned) does beat single-threaded numpy "
-              f"({rate['numpy']:.1f} GB/s) for large\narrays, {which} -- yet the kernel "
-              f"({rate['kernel']:.0f} GB/s alone) is a small part of the round trip:\nalmost all of the time "
-              "is spent moving data.")
-    t.say("so: move data to the GPU when it will *stay* there for many operations, or when the work per byte\n"
-          "is high (a matmul, not an add). For a one-off cheap operation, an array that fits in cache, or code\n"
-          "numpy already vectorizes, the GPU's extra complexity -- drivers, contexts, copies, deployment --\n"
-          "buys little or nothing (the seed's 不适用场景).")
+        t.say(
+            f"here the bus ({rate['pinned']:.1f} GB/s pinned) does beat single-threaded numpy "
+            f"({rate['numpy']:.1f} GB/s) for large\narrays, {which} -- yet the kernel "
+            f"({rate['kernel']:.0f} GB/s alone) is a small part of the round trip:\nalmost all of the time "
+            "is spent moving data."
+        )
+    t.say(
+        "so: move data to the GPU when it will *stay* there for many operations, or when the work per byte\n"
+        "is high (a matmul, not an add). For a one-off cheap operation, an array that fits in cache, or code\n"
+        "numpy already vectorizes, the GPU's extra complexity -- drivers, contexts, copies, deployment --\n"
+        "buys little or nothing (the seed's 不适用场景)."
+    )
     for buf in (da, db, dc, pa, pb, pc, stream):
         buf.close()
 

@@ -112,8 +112,10 @@ def main(t: Tutorial) -> None:
     rng = np.random.default_rng()
     stream = Stream()
 
-    t.step(f"the seed's pipeline: {LAYERS} layers of act(x @ Wa) @ Wb = {2 * LAYERS} matmuls + {LAYERS} "
-           "element-wise kernels")
+    t.step(
+        f"the seed's pipeline: {LAYERS} layers of act(x @ Wa) @ Wb = {2 * LAYERS} matmuls + {LAYERS} "
+        "element-wise kernels"
+    )
     p = Pipeline(rng)
     t.say(f"x: {TOKENS} tokens x {HIDDEN} hidden; activations alternate bias+ReLU and GELU; on {dev.name}")
 
@@ -121,8 +123,10 @@ def main(t: Tutorial) -> None:
     p.poison(stream)
     p.run(stream)  # also the warm-up: first launches load the kernels, which a capture could not record
     launched = p.results(stream)
-    t.check(close_to(launched[-1], p.reference(p.x_host, p.w_host)),
-            f"the output matches numpy within {TOLERANCE:g} of its largest value")
+    t.check(
+        close_to(launched[-1], p.reference(p.x_host, p.w_host)),
+        f"the output matches numpy within {TOLERANCE:g} of its largest value",
+    )
 
     t.step("capture: the same Python code inside `with capture(stream) as graph:` records instead of running")
     p.poison(stream)
@@ -139,8 +143,10 @@ def main(t: Tutorial) -> None:
     exec_.upload(stream)  # cuGraphUpload: the first launch then costs no more than the others
     exec_.launch(stream)  # cuGraphLaunch
     replayed = p.results(stream)
-    t.check(all(np.array_equal(r, s) for r, s in zip(replayed, launched, strict=True)),
-            "all 15 outputs equal the stream launches' bit for bit")
+    t.check(
+        all(np.array_equal(r, s) for r, s in zip(replayed, launched, strict=True)),
+        "all 15 outputs equal the stream launches' bit for bit",
+    )
 
     t.step("a graph stores addresses, not values: new data in the same input buffer, same graph")
     fresh = rng.standard_normal((TOKENS, HIDDEN), dtype=np.float32)
@@ -148,8 +154,10 @@ def main(t: Tutorial) -> None:
     p.poison(stream)
     exec_.launch(stream)
     t.check(close_to(p.results(stream)[-1], p.reference(fresh, p.w_host)), "the replay processed the new input")
-    t.say("the flip side: free a buffer a graph uses and the replay writes freed memory -- rawcuda refuses to\n"
-          "replay a graph whose add_kernel() arguments were closed; for captured graphs, keep the buffers alive")
+    t.say(
+        "the flip side: free a buffer a graph uses and the replay writes freed memory -- rawcuda refuses to\n"
+        "replay a graph whose add_kernel() arguments were closed; for captured graphs, keep the buffers alive"
+    )
 
     t.step(f"change kernel #{THIRD} (a matmul) to new weights inside the executable graph")
     third = nodes[THIRD]
@@ -158,8 +166,10 @@ def main(t: Tutorial) -> None:
     w1_new = p.new_weight()
     d_w1_new = DeviceBuffer.from_array(w1_new)
     exec_.set_kernel_args(third, p.outs[THIRD], p.outs[THIRD - 1], d_w1_new, TOKENS, HIDDEN, HIDDEN)
-    t.say("exec.set_kernel_args(node, ...): cuGraphExecKernelNodeSetParams with a full CUDA_KERNEL_NODE_PARAMS\n"
-          "(same function, grid, block; new kernelParams) -- no re-capture, no re-instantiation")
+    t.say(
+        "exec.set_kernel_args(node, ...): cuGraphExecKernelNodeSetParams with a full CUDA_KERNEL_NODE_PARAMS\n"
+        "(same function, grid, block; new kernelParams) -- no re-capture, no re-instantiation"
+    )
     p.poison(stream)
     exec_.launch(stream)
     updated = p.results(stream)[-1]
@@ -188,10 +198,14 @@ def main(t: Tutorial) -> None:
     p.x.copy_from(p.x_host, stream=stream)
     launch_us = wall_us(lambda: p.run(stream), stream)
     replay_us = wall_us(lambda: exec_.launch(stream), stream)
-    t.say(f"stream launches: {launch_us:7.1f} us   graph replay: {replay_us:7.1f} us   "
-          f"({(1 - replay_us / launch_us) * 100:.0f}% lower; the seed claims 15-25%)")
-    t.say("the launches here include rawcuda's per-call checks in Python; bench/graphs.py separates that from\n"
-          "the driver's launch cost and repeats the comparison at several sizes")
+    t.say(
+        f"stream launches: {launch_us:7.1f} us   graph replay: {replay_us:7.1f} us   "
+        f"({(1 - replay_us / launch_us) * 100:.0f}% lower; the seed claims 15-25%)"
+    )
+    t.say(
+        "the launches here include rawcuda's per-call checks in Python; bench/graphs.py separates that from\n"
+        "the driver's launch cost and repeats the comparison at several sizes"
+    )
     t.check(replay_us < launch_us, "the replay is faster than launching the 15 kernels one by one")
     exec_.close()
     graph.close()

@@ -71,8 +71,10 @@ def main(t: Tutorial) -> None:
     def busy(seconds: float, on: Stream) -> None:
         spin.launch(1, 1, round(seconds * NS_PER_S), stream=on)
 
-    t.step(f"the right way: `await stream` while a {SPIN_S:g} s kernel runs, a ticker ticking every "
-           f"{TICK_S * MS_PER_S:.0f} ms")
+    t.step(
+        f"the right way: `await stream` while a {SPIN_S:g} s kernel runs, a ticker ticking every "
+        f"{TICK_S * MS_PER_S:.0f} ms"
+    )
 
     async def awaiting() -> None:
         busy(SPIN_S, stream)
@@ -92,8 +94,10 @@ def main(t: Tutorial) -> None:
     elapsed, gap = asyncio.run(with_ticker(blocking))
     t.say(f"the wait took {elapsed:.3f} s; the longest gap between ticks was {gap * MS_PER_S:.1f} ms")
     t.check(gap >= SPIN_S - EARLY_S, "the loop froze for the whole kernel: no coroutine ran meanwhile")
-    t.say("the seed's fix for Tokio is a dedicated thread pool; in Python that is\n"
-          "`await asyncio.to_thread(stream.synchronize)` -- correct, but each pending wait holds a pool thread")
+    t.say(
+        "the seed's fix for Tokio is a dedicated thread pool; in Python that is\n"
+        "`await asyncio.to_thread(stream.synchronize)` -- correct, but each pending wait holds a pool thread"
+    )
 
     t.step("events too: `await event` waits for the work recorded before it, not for the whole stream")
 
@@ -104,8 +108,10 @@ def main(t: Tutorial) -> None:
         start = time.perf_counter()
         await half  # cuStreamWaitEvent on an internal stream, then the same host function
         waited = time.perf_counter() - start
-        t.say(f"`await event` returned after {waited:.3f} s, while the stream still had "
-              f"{'no' if stream.query() else 'more'} work")
+        t.say(
+            f"`await event` returned after {waited:.3f} s, while the stream still had "
+            f"{'no' if stream.query() else 'more'} work"
+        )
         t.check(half.query() and not stream.query(), "the event was done, the rest of the stream was not")
         await stream
         half.close()
@@ -134,8 +140,10 @@ def main(t: Tutorial) -> None:
     start = time.perf_counter()
     done = asyncio.run(all_of_them())
     elapsed = time.perf_counter() - start
-    t.say(f"{CONCURRENT} awaits completed in {elapsed:.3f} s (kernels of {SPIN_RANGE_S[0]:g}-{SPIN_RANGE_S[1]:g} s, "
-          f"{durations.sum():.1f} s if run one after another)")
+    t.say(
+        f"{CONCURRENT} awaits completed in {elapsed:.3f} s (kernels of {SPIN_RANGE_S[0]:g}-{SPIN_RANGE_S[1]:g} s, "
+        f"{durations.sum():.1f} s if run one after another)"
+    )
     t.check(len(done) == CONCURRENT and all(done), f"all {CONCURRENT} awaits returned, each after its own kernel")
     t.check(aio.pending() == 0, "no wait is left registered")
     for s in (*streams, stream):

@@ -58,12 +58,18 @@ def main(t: Tutorial) -> None:
     gib = 3 * N * 4 / 2**30
 
     t.step("what this GPU offers for unified memory")
-    for attr in (DeviceAttribute.MANAGED_MEMORY, DeviceAttribute.CONCURRENT_MANAGED_ACCESS,
-                 DeviceAttribute.PAGEABLE_MEMORY_ACCESS, DeviceAttribute.DIRECT_MANAGED_MEM_ACCESS_FROM_HOST):
+    for attr in (
+        DeviceAttribute.MANAGED_MEMORY,
+        DeviceAttribute.CONCURRENT_MANAGED_ACCESS,
+        DeviceAttribute.PAGEABLE_MEMORY_ACCESS,
+        DeviceAttribute.DIRECT_MANAGED_MEM_ACCESS_FROM_HOST,
+    ):
         t.say(f"{attr.name:40} {dev.attribute(attr)}")
     t.check(dev.attribute(DeviceAttribute.MANAGED_MEMORY) == 1, "the device supports managed memory")
-    t.say(f"the context's flags: {ctx.flags!r} -- SCHED_AUTO is {CtxFlag.SCHED_AUTO:#x}: it picks how the host "
-          "waits (spin or yield).\nNo context flag turns unified memory on; the allocation call does.")
+    t.say(
+        f"the context's flags: {ctx.flags!r} -- SCHED_AUTO is {CtxFlag.SCHED_AUTO:#x}: it picks how the host "
+        "waits (spin or yield).\nNo context flag turns unified memory on; the allocation call does."
+    )
 
     t.step("allocate managed memory and write it from the host -- no copies anywhere")
     t.say("cuMemAllocManaged(&ptr, bytes, CU_MEM_ATTACH_GLOBAL): one address, valid on the host and the GPU")
@@ -75,16 +81,20 @@ def main(t: Tutorial) -> None:
     expected = a.array + b.array
     ops.kernel("vector_add", "vector_add", ctx)  # load the module now, so no timing below includes the JIT
     with DeviceBuffer(16) as plain:
-        t.check(is_managed(a.ptr) and not is_managed(plain.ptr),
-                "cuPointerGetAttribute(IS_MANAGED) tells managed memory from cuMemAlloc memory")
+        t.check(
+            is_managed(a.ptr) and not is_managed(plain.ptr),
+            "cuPointerGetAttribute(IS_MANAGED) tells managed memory from cuMemAlloc memory",
+        )
 
     t.step("first touch: the kernel's loads fault, and the driver migrates each page from the host")
     first_ms = gpu_ms(lambda: ops.vector_add(c, a, b))
     ctx.synchronize()
     t.check(bool(np.array_equal(c.array, expected)), f"all {N:,} sums are right (read through c.array, no copy)")
-    t.say(f"first launch: {first_ms:.2f} ms for {gib:.2f} GiB moved -- {gib / first_ms * 1e3:.1f} GiB/s\n"
-          "reading c.array just now migrated c's pages back to the host, so the next step starts by poisoning\n"
-          "c on the GPU (a memset) rather than from numpy")
+    t.say(
+        f"first launch: {first_ms:.2f} ms for {gib:.2f} GiB moved -- {gib / first_ms * 1e3:.1f} GiB/s\n"
+        "reading c.array just now migrated c's pages back to the host, so the next step starts by poisoning\n"
+        "c on the GPU (a memset) rather than from numpy"
+    )
 
     t.step("pages resident on the GPU: the same kernel again")
     c.fill(NAN32)  # a device-side memset: c's pages move back to the GPU, a and b are still there
@@ -102,8 +112,10 @@ def main(t: Tutorial) -> None:
     prefetch_ms = gpu_ms(lambda: [buf.prefetch(dev) for buf in (a, b, c)])
     after_prefetch_ms = gpu_ms(lambda: ops.vector_add(c, a, b))
     t.check(bool(np.array_equal(c.array, expected)), "right after prefetching")
-    t.say(f"prefetch {prefetch_ms:.2f} ms ({gib / prefetch_ms * 1e3:.1f} GiB/s), then the kernel: "
-          f"{after_prefetch_ms:.3f} ms")
+    t.say(
+        f"prefetch {prefetch_ms:.2f} ms ({gib / prefetch_ms * 1e3:.1f} GiB/s), then the kernel: "
+        f"{after_prefetch_ms:.3f} ms"
+    )
 
     t.step("advice: SET_READ_MOSTLY lets the host read the inputs without taking them from the GPU")
     c.fill(NAN32)
@@ -129,22 +141,33 @@ def main(t: Tutorial) -> None:
     t.check(bool(np.array_equal(dc.to_array(), expected)), "explicit buffers give the same sums")
 
     t.step("so what does unified memory cost?")
-    rows = [("managed, first touch (page faults)", first_ms), ("managed, pages resident", resident_ms),
-            ("managed, after prefetch", after_prefetch_ms), ("managed, host read the inputs", plain_ms),
-            ("managed, host read them, read-mostly", advised_ms), ("explicit DeviceBuffers", explicit_ms)]
+    rows = [
+        ("managed, first touch (page faults)", first_ms),
+        ("managed, pages resident", resident_ms),
+        ("managed, after prefetch", after_prefetch_ms),
+        ("managed, host read the inputs", plain_ms),
+        ("managed, host read them, read-mostly", advised_ms),
+        ("explicit DeviceBuffers", explicit_ms),
+    ]
     for label, ms in rows:
         t.say(f"{label:40} {ms:8.3f} ms   {ms / explicit_ms:7.2f}x explicit")
-    t.say("Not one number: where the pages are decides. Resident (or prefetched) managed memory runs like\n"
-          "device memory; faulting it in runs at the speed of the host link. The seed's '30-50%' describes\n"
-          "neither -- bench/unified_memory.py measures it at 256 MiB per array, with medians of several runs.")
+    t.say(
+        "Not one number: where the pages are decides. Resident (or prefetched) managed memory runs like\n"
+        "device memory; faulting it in runs at the speed of the host link. The seed's '30-50%' describes\n"
+        "neither -- bench/unified_memory.py measures it at 256 MiB per array, with medians of several runs."
+    )
 
     t.step("host access while kernels run: CONCURRENT_MANAGED_ACCESS")
-    t.say(f"this device: concurrent_access = {c.concurrent_access}.\n"
-          "With it (Linux, Pascal and later) the host may touch managed memory at any time. Without it\n"
-          "(Windows, WSL, older GPUs) a host access while any kernel runs kills the process with a\n"
-          "segmentation fault; rawcuda's .array then synchronizes the context before handing out the view.")
-    t.check(c.concurrent_access == bool(dev.attribute(DeviceAttribute.CONCURRENT_MANAGED_ACCESS)),
-            "ManagedBuffer.concurrent_access reads the device attribute")
+    t.say(
+        f"this device: concurrent_access = {c.concurrent_access}.\n"
+        "With it (Linux, Pascal and later) the host may touch managed memory at any time. Without it\n"
+        "(Windows, WSL, older GPUs) a host access while any kernel runs kills the process with a\n"
+        "segmentation fault; rawcuda's .array then synchronizes the context before handing out the view."
+    )
+    t.check(
+        c.concurrent_access == bool(dev.attribute(DeviceAttribute.CONCURRENT_MANAGED_ACCESS)),
+        "ManagedBuffer.concurrent_access reads the device attribute",
+    )
     for buf in (a, b, c, da, db, dc):
         buf.close()
     t.say(f"(managed memory used: {3 * N * 4 // MIB} MiB; closed)")

@@ -63,24 +63,29 @@ def main(t: Tutorial) -> None:
     archs = nvrtc.supported_archs()
     t.say(f"libnvrtc: {path}\nNVRTC {major}.{minor}; it compiles for compute_{archs[0]} .. compute_{archs[-1]}")
     arch = nvrtc.default_arch()
-    t.say(f"this GPU is sm_{''.join(map(str, dev.compute_capability))}: rawcuda compiles for {arch} unless "
-          "told otherwise")
+    t.say(
+        f"this GPU is sm_{''.join(map(str, dev.compute_capability))}: rawcuda compiles for {arch} unless told otherwise"
+    )
 
     t.step("compile a source string: nvrtcCreateProgram, nvrtcAddNameExpression, nvrtcCompileProgram")
     t.say(SOURCE.strip())
     expressions = ("scale_add<float>", "scale_add<double>")
     result = nvrtc.compile(SOURCE, name="scale_add.cu", options=OPTIONS, name_expressions=expressions)
     t.say(f"options: {' '.join(result.options)}")
-    t.say("compile log (warnings show up even when compilation succeeds):\n  "
-          + (result.log.replace("\n", "\n  ") if result.log else "(empty)"))
+    t.say(
+        "compile log (warnings show up even when compilation succeeds):\n  "
+        + (result.log.replace("\n", "\n  ") if result.log else "(empty)")
+    )
     t.check(len(result.ptx) > 0 and result.cubin is None, f"{len(result.ptx):,} bytes of PTX, no cubin for {arch}")
 
     t.step("C++ names: the template instances' mangled symbols (nvrtcGetLoweredName)")
     for expression, lowered in result.lowered_names.items():
         t.say(f"{expression:20} -> {lowered}")
     entries = re.findall(rb"\.entry\s+(\w+)", result.ptx)
-    t.check(sorted(e.decode() for e in entries) == sorted(result.lowered_names.values()),
-            "the PTX's .entry names are exactly the lowered names")
+    t.check(
+        sorted(e.decode() for e in entries) == sorted(result.lowered_names.values()),
+        "the PTX's .entry names are exactly the lowered names",
+    )
 
     t.step("load the PTX with the driver and launch each instance")
     module = Module(result.ptx, name="scale_add.cu")
@@ -92,8 +97,10 @@ def main(t: Tutorial) -> None:
         dout.fill(dtype(np.nan))  # poison
         kernel = module.function(result.lowered_names[expression])
         kernel.launch(grid_for(N), BLOCK, dout, dx, dy, alpha, N)
-        t.check(bool(np.array_equal(dout.to_array(), alpha * x + y)),
-                f"{expression}: all {N:,} results equal numpy's alpha * x + y exactly")
+        t.check(
+            bool(np.array_equal(dout.to_array(), alpha * x + y)),
+            f"{expression}: all {N:,} results equal numpy's alpha * x + y exactly",
+        )
         for buf in (dx, dy, dout):
             buf.close()
 
@@ -101,10 +108,12 @@ def main(t: Tutorial) -> None:
     coefficients = [float(c) for c in rng.integers(-5, 6, size=5)]
     body = " + ".join(f"({c!r}f * p{k})" for k, c in enumerate(coefficients))
     powers = "".join(f"        float p{k} = p{k - 1} * v;\n" for k in range(1, len(coefficients)))
-    generated = (f'extern "C" __global__ void poly(float *out, const float *x, size_t n) {{\n'
-                 f"    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
-                 f"    if (i < n) {{\n        float v = x[i];\n        float p0 = 1.0f;\n{powers}"
-                 f"        out[i] = {body};\n    }}\n}}\n")
+    generated = (
+        f'extern "C" __global__ void poly(float *out, const float *x, size_t n) {{\n'
+        f"    size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
+        f"    if (i < n) {{\n        float v = x[i];\n        float p0 = 1.0f;\n{powers}"
+        f"        out[i] = {body};\n    }}\n}}\n"
+    )
     t.say(f"coefficients {coefficients} became this source:\n{generated.rstrip()}")
     poly = nvrtc.compile(generated, name="poly.cu", options=("--fmad=false",)).load()
     x = rng.standard_normal(N, dtype=np.float32)
@@ -125,17 +134,21 @@ def main(t: Tutorial) -> None:
         nvrtc.compile("__global__ void broken(float *out) {\n    out[0] = not_declared;\n}\n", name="broken.cu")
     except NvrtcError as exc:
         t.say(str(exc))
-        t.check(exc.code == NvrtcResult.ERROR_COMPILATION and "broken.cu(2)" in exc.log,
-                "NVRTC_ERROR_COMPILATION, and the log names the file and line")
+        t.check(
+            exc.code == NvrtcResult.ERROR_COMPILATION and "broken.cu(2)" in exc.log,
+            "NVRTC_ERROR_COMPILATION, and the log names the file and line",
+        )
     else:
         t.check(False, "the broken source should not compile")
 
     t.step("so: can a program generate kernels at run time?")
-    t.say("Yes -- in CUDA C++, from any language: the kernel above did not exist when this script started.\n"
-          "What NVRTC does not do is compile the *host* language: a kernel written in Rust needs a\n"
-          "Rust-to-PTX compiler (community projects, run ahead of time), as a kernel written in Python needs\n"
-          "numba. The seed's 'Rust cannot generate kernels at run time' is true only in that sense: Rust\n"
-          "code can generate CUDA C++ text and compile it with NVRTC through FFI, exactly as done here.")
+    t.say(
+        "Yes -- in CUDA C++, from any language: the kernel above did not exist when this script started.\n"
+        "What NVRTC does not do is compile the *host* language: a kernel written in Rust needs a\n"
+        "Rust-to-PTX compiler (community projects, run ahead of time), as a kernel written in Python needs\n"
+        "numba. The seed's 'Rust cannot generate kernels at run time' is true only in that sense: Rust\n"
+        "code can generate CUDA C++ text and compile it with NVRTC through FFI, exactly as done here."
+    )
 
     t.step("cuGetProcAddress: a driver function by name and CUDA version, not by symbol")
     for name in ("cuMemAlloc", "cuCtxCreate", "cuLaunchKernel"):
@@ -147,11 +160,15 @@ def main(t: Tutorial) -> None:
     t.check(old != proc_address("cuMemAlloc"), "an old CUDA version gets the old entry point")
     by_macro_name = proc_address("cuGraphInstantiate")
     target = driver_function_name("cuGraphInstantiate")
-    t.say(f"cuda.h: #define cuGraphInstantiate {target} -- a different function, not a newer version.\n"
-          f"The driver knows functions, not macros: 'cuGraphInstantiate' -> {describe(by_macro_name)};\n"
-          f"'{target}' -> {describe(proc_address(target))}")
-    t.check(proc_address(target) == table_address("cuGraphInstantiate"),
-            f"asking for {target} finds what the table binds for cuGraphInstantiate")
+    t.say(
+        f"cuda.h: #define cuGraphInstantiate {target} -- a different function, not a newer version.\n"
+        f"The driver knows functions, not macros: 'cuGraphInstantiate' -> {describe(by_macro_name)};\n"
+        f"'{target}' -> {describe(proc_address(target))}"
+    )
+    t.check(
+        proc_address(target) == table_address("cuGraphInstantiate"),
+        f"asking for {target} finds what the table binds for cuGraphInstantiate",
+    )
 
 
 if __name__ == "__main__":

@@ -50,8 +50,10 @@ def main(t: Tutorial) -> None:
     t.check(supported == 1, "CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 1")
     granularity = allocation_granularity()
     recommended = allocation_granularity(which=MemGranularity.RECOMMENDED)
-    t.say(f"cuMemGetAllocationGranularity: minimum {granularity // 1024} KiB, recommended {recommended // 1024} KiB\n"
-          "every chunk size and mapping offset is a multiple of it; requests are rounded up")
+    t.say(
+        f"cuMemGetAllocationGranularity: minimum {granularity // 1024} KiB, recommended {recommended // 1024} KiB\n"
+        "every chunk size and mapping offset is a multiple of it; requests are rounded up"
+    )
 
     t.step(f"reserve {CAPACITY // GIB} GiB of addresses (cuMemAddressReserve) -- no memory yet")
     before = free_mib()
@@ -68,10 +70,14 @@ def main(t: Tutorial) -> None:
         fresh = rng.standard_normal(step - reference.size, dtype=np.float32)
         buf.extend(fresh)  # grow(), then copy the new elements into the new tail
         reference = np.concatenate([reference, fresh])
-        t.say(f"size {buf.size:>10,}  mapped {buf.mapped_bytes // 1024:>7,} KiB in {len(buf.chunks)} chunk(s)  "
-              f"address {buf.ptr:#x}  free {free_mib():,.0f} MiB")
-        t.check(buf.ptr == base and bool(np.array_equal(buf.to_array(), reference)),
-                "same address, and every old and new element intact")
+        t.say(
+            f"size {buf.size:>10,}  mapped {buf.mapped_bytes // 1024:>7,} KiB in {len(buf.chunks)} chunk(s)  "
+            f"address {buf.ptr:#x}  free {free_mib():,.0f} MiB"
+        )
+        t.check(
+            buf.ptr == base and bool(np.array_equal(buf.to_array(), reference)),
+            "same address, and every old and new element intact",
+        )
 
     t.step("kernels take the views like any DeviceBuffer")
     other = GrowableBuffer(CAPACITY, np.float32)
@@ -79,8 +85,10 @@ def main(t: Tutorial) -> None:
     out = DeviceBuffer.empty(buf.size)
     out.fill(NAN32)
     ops.vector_add(out, buf.buffer, other.buffer)
-    t.check(bool(np.array_equal(out.to_array(), reference + other.to_array())),
-            f"vector_add over {buf.size:,} elements spanning {len(buf.chunks)} separately mapped chunks")
+    t.check(
+        bool(np.array_equal(out.to_array(), reference + other.to_array())),
+        f"vector_add over {buf.size:,} elements spanning {len(buf.chunks)} separately mapped chunks",
+    )
     cai = buf.__cuda_array_interface__
     t.say(f"__cuda_array_interface__: data={cai['data'][0]:#x}, shape={cai['shape']} -- torch/CuPy can share it")
     for obj in (out, other):
@@ -117,13 +125,19 @@ def main(t: Tutorial) -> None:
         mapped.grow(START << k)  # maps only the missing chunk; copies nothing
     default_context().synchronize()
     map_s = time.perf_counter() - started
-    t.say(f"copy on grow: {copy_s * 1e3:7.1f} ms, {moved // MIB:,} MiB copied, {len(addresses)} different addresses\n"
-          f"map on grow:  {map_s * 1e3:7.1f} ms, 0 MiB copied, 1 address ({len(mapped.chunks)} chunks)")
+    t.say(
+        f"copy on grow: {copy_s * 1e3:7.1f} ms, {moved // MIB:,} MiB copied, {len(addresses)} different addresses\n"
+        f"map on grow:  {map_s * 1e3:7.1f} ms, 0 MiB copied, 1 address ({len(mapped.chunks)} chunks)"
+    )
     head = data[:START]
-    t.check(bool(np.array_equal(copied.to_array()[:START], head))
-            and bool(np.array_equal(mapped.to_array()[:START], head)), "both kept the first elements")
-    t.say("copying costs time and, at each step, old + new memory at once; mapping costs a few driver calls.\n"
-          "The price of VMM: sizes in granularity units, and more driver calls to set up and tear down.")
+    t.check(
+        bool(np.array_equal(copied.to_array()[:START], head)) and bool(np.array_equal(mapped.to_array()[:START], head)),
+        "both kept the first elements",
+    )
+    t.say(
+        "copying costs time and, at each step, old + new memory at once; mapping costs a few driver calls.\n"
+        "The price of VMM: sizes in granularity units, and more driver calls to set up and tear down."
+    )
     copied.close()
     mapped.close()
 

@@ -22,8 +22,24 @@ from typing import Any
 
 #: Public name -> the file of this package that defines it.
 _PUBLIC: dict[str, str] = {
-    **dict.fromkeys(["VERSION_MAJOR", "VERSION_MINOR", "HotSlot", "Namespace", "cu", "decode_version", "driver_version",
-                     "hot_slot", "init", "nv", "nvrtc_error_string", "raise_for", "unchecked"], "binding"),
+    **dict.fromkeys(
+        [
+            "VERSION_MAJOR",
+            "VERSION_MINOR",
+            "HotSlot",
+            "Namespace",
+            "cu",
+            "decode_version",
+            "driver_version",
+            "hot_slot",
+            "init",
+            "nv",
+            "nvrtc_error_string",
+            "raise_for",
+            "unchecked",
+        ],
+        "binding",
+    ),
     **dict.fromkeys(["error_observers", "format_arguments", "format_value", "make_error", "quiet"], "describe"),
     **dict.fromkeys(["initialized"], "process"),
     **dict.fromkeys(["set_tracer", "tracer"], "tracing"),

@@ -46,10 +46,17 @@ class Namespace:
     says what to do when the library lacks a symbol. Only ``traced`` namespaces are seen by tracing.
     """
 
-    def __init__(self, table: dict[str, Decl], library: Library, *,
-                 make_error: Callable[[int, Decl, Sequence[Any]], Exception],
-                 not_found: Callable[[LibraryNotFoundError], Exception],
-                 missing: Callable[[Decl, Opened], str], traced: bool, what: str) -> None:
+    def __init__(
+        self,
+        table: dict[str, Decl],
+        library: Library,
+        *,
+        make_error: Callable[[int, Decl, Sequence[Any]], Exception],
+        not_found: Callable[[LibraryNotFoundError], Exception],
+        missing: Callable[[Decl, Opened], str],
+        traced: bool,
+        what: str,
+    ) -> None:
         # No C function is called "table" or starts with "_", so these never shadow a row.
         self.table = table
         self._library = library
@@ -102,8 +109,10 @@ class Namespace:
     def __getattr__(self, name: str) -> Any:
         decl = self.table.get(name)
         if decl is None:
-            raise AttributeError(f"{name} is not in rawcuda's {self._what}; add a row for it (the header "
-                                 "check will verify it against the C header)")
+            raise AttributeError(
+                f"{name} is not in rawcuda's {self._what}; add a row for it (the header "
+                "check will verify it against the C header)"
+            )
         with _bind_lock:
             fn = vars(self).get(name)
             if fn is None:
@@ -118,14 +127,18 @@ class Namespace:
 
 
 def _driver_missing(decl: Decl, opened: Opened) -> str:
-    return (f"{decl.name}: the driver library {opened.path} does not export {decl.symbol}. rawcuda's table "
-            f"follows cuda.h of CUDA 13; this driver is older (see rawcuda.checked.driver_version()). "
-            "Update the NVIDIA driver to use this function.")
+    return (
+        f"{decl.name}: the driver library {opened.path} does not export {decl.symbol}. rawcuda's table "
+        f"follows cuda.h of CUDA 13; this driver is older (see rawcuda.checked.driver_version()). "
+        "Update the NVIDIA driver to use this function."
+    )
 
 
 def _nvrtc_missing(decl: Decl, opened: Opened) -> str:
-    return (f"{decl.name}: {opened.path} does not export {decl.symbol}; this libnvrtc is older than the table "
-            "(rawcuda.nvrtc.version() says which it is)")
+    return (
+        f"{decl.name}: {opened.path} does not export {decl.symbol}; this libnvrtc is older than the table "
+        "(rawcuda.nvrtc.version() says which it is)"
+    )
 
 
 def nvrtc_error_string(code: int) -> str:
@@ -142,12 +155,26 @@ def _nvrtc_error(code: int, decl: Decl, args: Sequence[Any]) -> Exception:
 
 
 #: The checked driver: ``from rawcuda.checked import cu``.
-cu = Namespace(cuda.TABLE, LIBCUDA, make_error=make_error, not_found=DriverNotFoundError.from_search,
-               missing=_driver_missing, traced=True, what="declaration table (rawcuda/ffi/cuda/)")
+cu = Namespace(
+    cuda.TABLE,
+    LIBCUDA,
+    make_error=make_error,
+    not_found=DriverNotFoundError.from_search,
+    missing=_driver_missing,
+    traced=True,
+    what="declaration table (rawcuda/ffi/cuda/)",
+)
 tracing.register_namespace(cu)
 #: The checked NVRTC functions: ``from rawcuda.checked import nv``.
-nv = Namespace(nvrtc.TABLE, LIBNVRTC, make_error=_nvrtc_error, not_found=NvrtcNotFoundError.from_search,
-               missing=_nvrtc_missing, traced=False, what="NVRTC table (rawcuda/ffi/nvrtc.py)")
+nv = Namespace(
+    nvrtc.TABLE,
+    LIBNVRTC,
+    make_error=_nvrtc_error,
+    not_found=NvrtcNotFoundError.from_search,
+    missing=_nvrtc_missing,
+    traced=False,
+    what="NVRTC table (rawcuda/ffi/nvrtc.py)",
+)
 
 
 # --- hot paths ----------------------------------------------------------------------------------------------
@@ -239,5 +266,18 @@ def driver_version() -> tuple[int, int]:
     return decode_version(version.value)
 
 
-__all__ = ["VERSION_MAJOR", "VERSION_MINOR", "HotSlot", "Namespace", "cu", "decode_version", "driver_version",
-           "hot_slot", "init", "nv", "nvrtc_error_string", "raise_for", "unchecked"]
+__all__ = [
+    "VERSION_MAJOR",
+    "VERSION_MINOR",
+    "HotSlot",
+    "Namespace",
+    "cu",
+    "decode_version",
+    "driver_version",
+    "hot_slot",
+    "init",
+    "nv",
+    "nvrtc_error_string",
+    "raise_for",
+    "unchecked",
+]

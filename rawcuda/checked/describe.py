@@ -29,13 +29,15 @@ from .errors import FORK_ADVICE, CudaError, NvrtcError, OutOfMemoryError
 error_observers: list[Callable[[CudaError], None]] = []
 
 # Codes whose message should say *which* libcuda answered: the first thing to check for each.
-_SHOW_LIBRARY = frozenset({
-    Result.ERROR_STUB_LIBRARY,
-    Result.ERROR_NO_DEVICE,
-    Result.ERROR_SYSTEM_DRIVER_MISMATCH,
-    Result.ERROR_CALL_REQUIRES_NEWER_DRIVER,
-    Result.ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
-})
+_SHOW_LIBRARY = frozenset(
+    {
+        Result.ERROR_STUB_LIBRARY,
+        Result.ERROR_NO_DEVICE,
+        Result.ERROR_SYSTEM_DRIVER_MISMATCH,
+        Result.ERROR_CALL_REQUIRES_NEWER_DRIVER,
+        Result.ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
+    }
+)
 
 _ARG_TEXT_LIMIT = 24  # bytes of a string argument shown in a message
 _KIB = 1024
@@ -109,8 +111,9 @@ def make_error(code: int, decl: Decl, args: Sequence[Any]) -> CudaError:
     if cls is OutOfMemoryError and decl.allocates is not None:
         requested = _int_value(args[decl.allocates]) if decl.allocates < len(args) else None
         available = device_memory_free() if decl.memory == "device" else host_memory_available()
-        error: CudaError = OutOfMemoryError(code, requested=requested, available=available,
-                                            memory=decl.memory, details=details, **common)
+        error: CudaError = OutOfMemoryError(
+            code, requested=requested, available=available, memory=decl.memory, details=details, **common
+        )
     else:
         error = cls(code, details=details, **common)
     for observer in tuple(error_observers):
@@ -164,5 +167,15 @@ def format_value(value: Any, address: bool) -> str:
     return "<" + type(value).__name__ + ">"
 
 
-__all__ = ["device_memory_free", "driver_description", "error_observers", "format_arguments", "format_value",
-           "host_memory_available", "is_address", "make_error", "make_nvrtc_error", "quiet"]
+__all__ = [
+    "device_memory_free",
+    "driver_description",
+    "error_observers",
+    "format_arguments",
+    "format_value",
+    "host_memory_available",
+    "is_address",
+    "make_error",
+    "make_nvrtc_error",
+    "quiet",
+]

@@ -25,6 +25,7 @@ from .hints import HINTS, NVRTC_HINTS, STICKY_HINT
 if TYPE_CHECKING:
     from ..ffi.library import LibraryNotFoundError
 
+
 class RawCudaError(Exception):
     """Base of every exception rawcuda raises on purpose."""
 
@@ -41,8 +42,12 @@ class LibraryMissingError(RawCudaError, OSError):
 
     def __init__(self, tried: Sequence[tuple[str, str]], env_var: str, env_set: bool) -> None:
         self.tried = list(tried)
-        fix = (f"{env_var} is set, so only that path was tried; point it at a real {self.real_file}, or unset it to "
-               "search the usual places" if env_set else self.install.format(env_var=env_var))
+        fix = (
+            f"{env_var} is set, so only that path was tried; point it at a real {self.real_file}, or unset it to "
+            "search the usual places"
+            if env_set
+            else self.install.format(env_var=env_var)
+        )
         head = self.head.format(names=", ".join(name for name, _ in self.tried))
         super().__init__("\n".join([head, *describe_tried(self.tried), "fix: " + fix]))
 
@@ -65,8 +70,10 @@ class NvrtcNotFoundError(LibraryMissingError):
 
     head = "could not load NVRTC, the runtime CUDA C++ compiler (libnvrtc); tried:"
     real_file = "libnvrtc.so.13 (or .12)"
-    install = ("install NVRTC (it ships with the CUDA toolkit, as its own package in most distributions), set "
-               "CUDA_HOME to the toolkit, or set {env_var} to the full path of libnvrtc.so.13")
+    install = (
+        "install NVRTC (it ships with the CUDA toolkit, as its own package in most distributions), set "
+        "CUDA_HOME to the toolkit, or set {env_var} to the full path of libnvrtc.so.13"
+    )
 
 
 def describe_tried(tried: list[tuple[str, str]]) -> list[str]:
@@ -147,8 +154,14 @@ class CudaError(RawCudaError):
 
     def with_details(self, details: Sequence[str]) -> CudaError:
         """A new error of the same class and fields, with more lines of explanation."""
-        return type(self)(self.code, call=self.call, symbol=self.symbol, arguments=self.arguments,
-                          description=self.description, details=[*self.details, *details])
+        return type(self)(
+            self.code,
+            call=self.call,
+            symbol=self.symbol,
+            arguments=self.arguments,
+            description=self.description,
+            details=[*self.details, *details],
+        )
 
     def add_details(self, *lines: str) -> None:
         """Add lines of explanation to *this* error (so that a re-raise keeps its traceback)."""
@@ -187,7 +200,7 @@ def _rebuild(cls: type[RawCudaError], state: dict[str, object], args: tuple[obje
 def _fallback_description(name: str) -> str:
     # Used when the driver cannot describe its own code (no driver, stub library, unknown code).
     if name.startswith("CUDA_ERROR_"):
-        return name[len("CUDA_ERROR_"):].replace("_", " ").lower()
+        return name[len("CUDA_ERROR_") :].replace("_", " ").lower()
     return "a code rawcuda's table does not know (from a newer driver?)"
 
 
@@ -198,8 +211,15 @@ class InvalidValueError(CudaError, ValueError):
 class OutOfMemoryError(CudaError, MemoryError):
     """An allocation failed. ``requested`` and ``available`` are in bytes (``available`` may be None)."""
 
-    def __init__(self, code: int, *, requested: int | None = None, available: int | None = None,
-                 memory: str = "device", **kwargs: object) -> None:
+    def __init__(
+        self,
+        code: int,
+        *,
+        requested: int | None = None,
+        available: int | None = None,
+        memory: str = "device",
+        **kwargs: object,
+    ) -> None:
         self.requested = requested
         self.available = available
         extra = []
@@ -285,8 +305,16 @@ class NvrtcError(RawCudaError):
     compiling (the errors, with file and line), ``call`` the NVRTC function that failed.
     """
 
-    def __init__(self, code: int, *, call: str = "", arguments: str = "", description: str = "", log: str = "",
-                 details: Sequence[str] = ()) -> None:
+    def __init__(
+        self,
+        code: int,
+        *,
+        call: str = "",
+        arguments: str = "",
+        description: str = "",
+        log: str = "",
+        details: Sequence[str] = (),
+    ) -> None:
         self.code = int(code)
         self.name = result_name(code)
         self.call = call
@@ -321,8 +349,14 @@ class NvrtcError(RawCudaError):
 
     def with_details(self, *, log: str = "", details: Sequence[str] = ()) -> NvrtcError:
         """The same error with the compile log and more lines of context attached."""
-        return type(self)(self.code, call=self.call, arguments=self.arguments, description=self.description,
-                          log=log or self.log, details=[*self.details, *details])
+        return type(self)(
+            self.code,
+            call=self.call,
+            arguments=self.arguments,
+            description=self.description,
+            log=log or self.log,
+            details=[*self.details, *details],
+        )
 
 
 _UNITS = ("bytes", "KiB", "MiB", "GiB", "TiB", "PiB")

@@ -76,7 +76,7 @@ HINTS: dict[int, str] = {
     ),
     R.ERROR_NOT_FOUND: (
         "no symbol of that name in the module: check the spelling, and remember that C++ kernels are "
-        "name-mangled (_Z...) unless declared extern \"C\""
+        'name-mangled (_Z...) unless declared extern "C"'
     ),
     R.ERROR_NOT_READY: "the work has not finished yet: a status, not a failure (query() returns False)",
     R.ERROR_ILLEGAL_ADDRESS: (

@@ -54,9 +54,15 @@ class ProcAddressError(NotFoundError):
     ``function`` the name asked for and ``cuda_version`` the version it was asked for.
     """
 
-    def __init__(self, code: int, *, function: str = "", cuda_version: int = 0,
-                 status: ProcAddressQueryResult | int = ProcAddressQueryResult.SYMBOL_NOT_FOUND,
-                 **kwargs: object) -> None:
+    def __init__(
+        self,
+        code: int,
+        *,
+        function: str = "",
+        cuda_version: int = 0,
+        status: ProcAddressQueryResult | int = ProcAddressQueryResult.SYMBOL_NOT_FOUND,
+        **kwargs: object,
+    ) -> None:
         self.function = function
         self.cuda_version = cuda_version
         self.status = ProcAddressQueryResult(status)
@@ -75,8 +81,7 @@ def driver_cuda_version() -> int:
     return version.value
 
 
-def proc_address(name: str, cuda_version: int | None = None,
-                 flags: ProcAddressFlag = ProcAddressFlag.DEFAULT) -> int:
+def proc_address(name: str, cuda_version: int | None = None, flags: ProcAddressFlag = ProcAddressFlag.DEFAULT) -> int:
     """The address of driver function ``name`` as CUDA ``cuda_version`` defines it (default: the driver's).
 
     ``name`` is the plain cuda.h name (``"cuMemAlloc"``, not ``"cuMemAlloc_v2"``). Raises
@@ -100,15 +105,22 @@ def proc_address(name: str, cuda_version: int | None = None,
 def _not_found(exc: CudaError | None, name: str, version: int, status: int) -> ProcAddressError:
     asked = f"{name} at CUDA {format_version(version)}"
     if status == ProcAddressQueryResult.VERSION_NOT_SUFFICIENT:
-        why = (f"the driver has {name}, but not in a version as old as CUDA {format_version(version)}: "
-               "the function is newer than that; ask with a newer cuda_version")
+        why = (
+            f"the driver has {name}, but not in a version as old as CUDA {format_version(version)}: "
+            "the function is newer than that; ask with a newer cuda_version"
+        )
     else:
-        why = (f"the driver has no function called {name!r}: check the spelling, and ask for the plain cuda.h "
-               "name (cuMemAlloc, not cuMemAlloc_v2); a function newer than this driver is not found either")
+        why = (
+            f"the driver has no function called {name!r}: check the spelling, and ask for the plain cuda.h "
+            "name (cuMemAlloc, not cuMemAlloc_v2); a function newer than this driver is not found either"
+        )
     return ProcAddressError(
         exc.code if exc is not None else Result.ERROR_NOT_FOUND,
-        function=name, cuda_version=version, status=status,
-        call="cuGetProcAddress", symbol=TABLE["cuGetProcAddress"].symbol,
+        function=name,
+        cuda_version=version,
+        status=status,
+        call="cuGetProcAddress",
+        symbol=TABLE["cuGetProcAddress"].symbol,
         arguments=f"symbol={name!r}, cudaVersion={version}",
         description=f"no entry point for {asked} ({ProcAddressQueryResult(status).name})",
         details=[why],
@@ -137,8 +149,13 @@ def table_address(name: str) -> int:
     try:
         fn = driver.handle[symbol]
     except AttributeError:
-        raise NotFoundError(Result.ERROR_NOT_FOUND, call="dlsym", symbol=symbol, arguments=repr(symbol),
-                            description=f"{driver.path} does not export {symbol}") from None
+        raise NotFoundError(
+            Result.ERROR_NOT_FOUND,
+            call="dlsym",
+            symbol=symbol,
+            arguments=repr(symbol),
+            description=f"{driver.path} does not export {symbol}",
+        ) from None
     return ctypes.cast(fn, c_void_p).value or 0
 
 
@@ -173,5 +190,13 @@ def describe(address: int | None) -> str:
     return f"{address:#x} (not an exported entry point; dladdr's nearest symbol is {name})"
 
 
-__all__ = ["ProcAddressError", "describe", "driver_cuda_version", "driver_function_name", "format_version",
-           "proc_address", "symbol_at", "table_address"]
+__all__ = [
+    "ProcAddressError",
+    "describe",
+    "driver_cuda_version",
+    "driver_function_name",
+    "format_version",
+    "proc_address",
+    "symbol_at",
+    "table_address",
+]

@@ -164,13 +164,26 @@ def _format_arg(value: Any, c_param: str) -> str:
 
 def _is_handle(c_param: str) -> bool:
     kind = c_param.split()[0] if c_param.split() else ""
-    return kind in {"CUcontext", "CUmodule", "CUfunction", "CUstream", "CUevent", "CUgraph", "CUgraphNode",
-                    "CUgraphExec", "CUlinkState", "CUkernel", "CUlibrary"}
+    return kind in {
+        "CUcontext",
+        "CUmodule",
+        "CUfunction",
+        "CUstream",
+        "CUevent",
+        "CUgraph",
+        "CUgraphNode",
+        "CUgraphExec",
+        "CUlinkState",
+        "CUkernel",
+        "CUlibrary",
+    }
 
 
 def format_call(decl: Decl, args: Sequence[Any], code: int, ns: int) -> str:
-    call = ", ".join(f"{name}={_format_arg(value, param)}"
-                     for name, param, value in zip(decl.param_names, decl.params, args, strict=False))
+    call = ", ".join(
+        f"{name}={_format_arg(value, param)}"
+        for name, param, value in zip(decl.param_names, decl.params, args, strict=False)
+    )
     result = "CUDA_SUCCESS" if code == 0 else f"{c_name(code)} ({code})"
     return f"{PREFIX} {decl.symbol}({call})".ljust(_CALL_WIDTH) + f" -> {result:<14} {ns / _NS_PER_US:8.1f} us"
 
@@ -215,8 +228,21 @@ def from_environment() -> None:
             set_tracer(_print)
 
 
-__all__ = ["ENV_VAR", "PREFIX", "Tracer", "enabled", "format_call", "from_environment", "register_namespace",
-           "register_slot", "set_tracer", "short_handle", "trace", "tracer", "wrapped"]
+__all__ = [
+    "ENV_VAR",
+    "PREFIX",
+    "Tracer",
+    "enabled",
+    "format_call",
+    "from_environment",
+    "register_namespace",
+    "register_slot",
+    "set_tracer",
+    "short_handle",
+    "trace",
+    "tracer",
+    "wrapped",
+]
 
 
 from_environment()  # RAWCUDA_TRACE=1: from the first call on (this file is imported with the namespaces)

@@ -56,19 +56,25 @@ class Decl:
     def __post_init__(self) -> None:
         m = _PROTOTYPE.match(self.prototype)
         if m is None:
-            raise ValueError(f"not a 'CUresult name(params)', 'nvrtcResult name(params)' or 'const char "
-                             f"*name(params)' prototype: {self.prototype!r}")
+            raise ValueError(
+                f"not a 'CUresult name(params)', 'nvrtcResult name(params)' or 'const char "
+                f"*name(params)' prototype: {self.prototype!r}"
+            )
         params = split_params(m.group(3))
         object.__setattr__(self, "returns", " ".join(m.group(1).split()))
         object.__setattr__(self, "name", m.group(2))
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "param_names", tuple(param_name(p) for p in params))
         if len(params) != len(self.argtypes):
-            raise ValueError(f"{self.name}: the prototype has {len(params)} parameters but {len(self.argtypes)} "
-                             "ctypes argtypes were given")
+            raise ValueError(
+                f"{self.name}: the prototype has {len(params)} parameters but {len(self.argtypes)} "
+                "ctypes argtypes were given"
+            )
         if self.checked != (self.restype is ctypes.c_int):
-            raise ValueError(f"{self.name} returns {self.returns}: its restype must be "
-                             f"{'c_int' if self.checked else 'a pointer type'}, not {self.restype}")
+            raise ValueError(
+                f"{self.name} returns {self.returns}: its restype must be "
+                f"{'c_int' if self.checked else 'a pointer type'}, not {self.restype}"
+            )
 
     @property
     def checked(self) -> bool:
@@ -87,8 +93,10 @@ def index(rows: Iterable[Decl], table: str, returns: frozenset[str]) -> dict[str
     by_name: dict[str, Decl] = {}
     for row in rows:
         if row.returns not in returns:
-            raise ValueError(f"{row.name} returns {row.returns}: not a function of the {table} table, whose "
-                             f"functions return {' or '.join(sorted(returns))}")
+            raise ValueError(
+                f"{row.name} returns {row.returns}: not a function of the {table} table, whose "
+                f"functions return {' or '.join(sorted(returns))}"
+            )
         if row.name in by_name:
             raise ValueError(f"{row.name} is declared twice in the {table} table")
         by_name[row.name] = row

@@ -199,5 +199,16 @@ def resolved_path(handle: ctypes.CDLL, fallback: str, symbol: str) -> str:
     return os.path.realpath(info.dli_fname.decode(errors="replace"))
 
 
-__all__ = ["LIBCUDA", "LIBNVRTC", "NO_DIRECTORY", "NO_FILE", "DlInfo", "Library", "LibraryNotFoundError", "Opened",
-           "dladdr", "resolved_path", "toolkit_dirs"]
+__all__ = [
+    "LIBCUDA",
+    "LIBNVRTC",
+    "NO_DIRECTORY",
+    "NO_FILE",
+    "DlInfo",
+    "Library",
+    "LibraryNotFoundError",
+    "Opened",
+    "dladdr",
+    "resolved_path",
+    "toolkit_dirs",
+]

@@ -40,8 +40,7 @@ STRINGS = POINTER(c_char_p)  # const char * const * : an array of C strings (opt
 ENTRIES = [
     # --- errors and versions
     # Returns a pointer to a static string ("NVRTC_ERROR_COMPILATION"): never free it. Not a result code.
-    decl("const char *nvrtcGetErrorString(nvrtcResult result)", "nvrtcGetErrorString", nvrtcResult,
-         restype=c_char_p),
+    decl("const char *nvrtcGetErrorString(nvrtcResult result)", "nvrtcGetErrorString", nvrtcResult, restype=c_char_p),
     # The NVRTC version (e.g. 13.0) -- which may differ from the driver's: the PTX it writes must not be
     # newer than the driver understands (rawcuda.Module checks before loading).
     decl("nvrtcResult nvrtcVersion(int *major, int *minor)", "nvrtcVersion", P(c_int), P(c_int)),
@@ -50,35 +49,69 @@ ENTRIES = [
     decl("nvrtcResult nvrtcGetSupportedArchs(int* supportedArchs)", "nvrtcGetSupportedArchs", P(c_int)),
     # --- a program: source in, compile, results out, destroy
     # headers/includeNames: sources of "#include"-able files given as strings (numHeaders of them, or NULL).
-    decl("nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, "
-         "const char * const *headers, const char * const *includeNames)", "nvrtcCreateProgram",
-         P(nvrtcProgram), c_char_p, c_char_p, c_int, STRINGS, STRINGS),
+    decl(
+        "nvrtcResult nvrtcCreateProgram(nvrtcProgram *prog, const char *src, const char *name, int numHeaders, "
+        "const char * const *headers, const char * const *includeNames)",
+        "nvrtcCreateProgram",
+        P(nvrtcProgram),
+        c_char_p,
+        c_char_p,
+        c_int,
+        STRINGS,
+        STRINGS,
+    ),
     # Takes a *pointer to* the handle, and sets it to NULL: destroying twice is then harmless.
     decl("nvrtcResult nvrtcDestroyProgram(nvrtcProgram *prog)", "nvrtcDestroyProgram", P(nvrtcProgram)),
     # Options are command-line words ("-arch=compute_90", "--std=c++17"), each its own C string.
-    decl("nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options)",
-         "nvrtcCompileProgram", nvrtcProgram, c_int, STRINGS),
+    decl(
+        "nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options)",
+        "nvrtcCompileProgram",
+        nvrtcProgram,
+        c_int,
+        STRINGS,
+    ),
     # Every "get bytes" pair works the same way: ask the size (which counts the trailing NUL for text),
     # allocate that many bytes, then ask for the contents.
-    decl("nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet)", "nvrtcGetPTXSize",
-         nvrtcProgram, P(c_size_t)),
+    decl(
+        "nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet)",
+        "nvrtcGetPTXSize",
+        nvrtcProgram,
+        P(c_size_t),
+    ),
     decl("nvrtcResult nvrtcGetPTX(nvrtcProgram prog, char *ptx)", "nvrtcGetPTX", nvrtcProgram, c_char_p),
     # A cubin exists only when -arch names a real GPU (sm_90); for a virtual one (compute_90) the size is 0.
-    decl("nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet)", "nvrtcGetCUBINSize",
-         nvrtcProgram, P(c_size_t)),
+    decl(
+        "nvrtcResult nvrtcGetCUBINSize(nvrtcProgram prog, size_t *cubinSizeRet)",
+        "nvrtcGetCUBINSize",
+        nvrtcProgram,
+        P(c_size_t),
+    ),
     decl("nvrtcResult nvrtcGetCUBIN(nvrtcProgram prog, char *cubin)", "nvrtcGetCUBIN", nvrtcProgram, c_char_p),
     # The compiler's messages (errors *and* warnings): ask for it after every compile, failed or not.
-    decl("nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet)", "nvrtcGetProgramLogSize",
-         nvrtcProgram, P(c_size_t)),
-    decl("nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log)", "nvrtcGetProgramLog",
-         nvrtcProgram, c_char_p),
+    decl(
+        "nvrtcResult nvrtcGetProgramLogSize(nvrtcProgram prog, size_t *logSizeRet)",
+        "nvrtcGetProgramLogSize",
+        nvrtcProgram,
+        P(c_size_t),
+    ),
+    decl("nvrtcResult nvrtcGetProgramLog(nvrtcProgram prog, char *log)", "nvrtcGetProgramLog", nvrtcProgram, c_char_p),
     # --- C++ names: a template instance ("scale<float>") has a mangled symbol ("_Z5scaleIfEvPT_..."). Register
     # the expression *before* compiling, ask its lowered name *after*, while the program still exists (the
     # string belongs to the program).
-    decl("nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char * const name_expression)",
-         "nvrtcAddNameExpression", nvrtcProgram, c_char_p),
-    decl("nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *const name_expression, "
-         "const char** lowered_name)", "nvrtcGetLoweredName", nvrtcProgram, c_char_p, P(c_char_p)),
+    decl(
+        "nvrtcResult nvrtcAddNameExpression(nvrtcProgram prog, const char * const name_expression)",
+        "nvrtcAddNameExpression",
+        nvrtcProgram,
+        c_char_p,
+    ),
+    decl(
+        "nvrtcResult nvrtcGetLoweredName(nvrtcProgram prog, const char *const name_expression, "
+        "const char** lowered_name)",
+        "nvrtcGetLoweredName",
+        nvrtcProgram,
+        c_char_p,
+        P(c_char_p),
+    ),
 ]
 
 

@@ -170,8 +170,10 @@ class Header:
         if base in self.function_pointer_types:
             return CType("pointer", POINTER_SIZE, pointee=CType("void", 0, name="function"))
         if base in self.typedefs:
-            return self.resolve(self.typedefs[base]) if "*" in self.typedefs[base] else self._resolve_base(
-                self.typedefs[base], depth + 1
+            return (
+                self.resolve(self.typedefs[base])
+                if "*" in self.typedefs[base]
+                else self._resolve_base(self.typedefs[base], depth + 1)
             )
         raise ValueError(f"unknown C type {base!r}")
 
@@ -186,8 +188,11 @@ def _strip_comments(text: str) -> str:
 
 def _eval_int(expr: str, header: Header) -> int:
     """Evaluate a preprocessor expression: defined(), integers, && || ! and comparisons."""
-    expr = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
-                  lambda m: "1" if (m.group(1) or m.group(2)) in header.defines else "0", expr)
+    expr = re.sub(
+        r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
+        lambda m: "1" if (m.group(1) or m.group(2)) in header.defines else "0",
+        expr,
+    )
     expr = re.sub(r"\b(0[xX][0-9a-fA-F]+|\d+)[uUlL]*\b", r"\1", expr)
 
     def ident(m: re.Match[str]) -> str:
@@ -211,8 +216,11 @@ def _eval_int(expr: str, header: Header) -> int:
 def _eval_condition(expr: str, header: Header) -> int:
     """An ``#if``/``#elif`` condition. Compiler built-ins called like functions (``__has_attribute(x)``,
     which nvrtc.h-style headers may test) count as 0 -- "not available" -- as for an unknown identifier."""
-    expr = re.sub(r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
-                  lambda m: "1" if (m.group(1) or m.group(2)) in header.defines else "0", expr)
+    expr = re.sub(
+        r"\bdefined\s*\(\s*(\w+)\s*\)|\bdefined\s+(\w+)",
+        lambda m: "1" if (m.group(1) or m.group(2)) in header.defines else "0",
+        expr,
+    )
     expr = re.sub(r"\b[A-Za-z_]\w*\s*\([^()]*\)", "0", expr)
     return _eval_int(expr, header)
 
@@ -319,7 +327,7 @@ def _parse_statement(stmt: str, header: Header, prototype: re.Pattern[str] = _PR
         return
     stmt = stmt.replace("__CUDA_DEPRECATED", "").strip()
     is_typedef = stmt.startswith("typedef ")
-    body_stmt = stmt[len("typedef "):] if is_typedef else stmt
+    body_stmt = stmt[len("typedef ") :] if is_typedef else stmt
     compound = re.match(r"(struct|union|enum)\s*(\w*)\s*\{(.*)\}\s*(.*)$", body_stmt, re.S)
     if compound:
         kind, tag, body, declarators = compound.groups()

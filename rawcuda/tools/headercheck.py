@@ -117,11 +117,15 @@ def check_decl(decl: Decl, header: Header) -> list[str]:
     problems = []
     expected = header.symbol_for(decl.name)
     if decl.symbol != expected and not decl.older:
-        problems.append(f"{where}: cuda.h maps {decl.name} to {expected}, the table binds {decl.symbol} "
-                        "(bind the header's symbol, or explain the older choice in older=)")
+        problems.append(
+            f"{where}: cuda.h maps {decl.name} to {expected}, the table binds {decl.symbol} "
+            "(bind the header's symbol, or explain the older choice in older=)"
+        )
     if [_tokens(p) for p in params] != [_tokens(p) for p in decl.params]:
-        problems.append(f"{where}: prototype differs from cuda.h:\n"
-                        f"    table:  ({', '.join(decl.params)})\n    cuda.h: ({', '.join(params)})")
+        problems.append(
+            f"{where}: prototype differs from cuda.h:\n"
+            f"    table:  ({', '.join(decl.params)})\n    cuda.h: ({', '.join(params)})"
+        )
     if len(params) != len(decl.argtypes):
         problems.append(f"{where}: cuda.h has {len(params)} parameters, the table {len(decl.argtypes)} argtypes")
         return problems
@@ -148,8 +152,9 @@ def check_table(header: Header, table: Iterable[Decl] | None = None) -> list[str
     return problems
 
 
-def check_constants(header: Header, enums: dict[type, tuple[str, str]] | None = None,
-                    defines: dict[str, int] | None = None) -> list[str]:
+def check_constants(
+    header: Header, enums: dict[type, tuple[str, str]] | None = None, defines: dict[str, int] | None = None
+) -> list[str]:
     """Every enum member and ``#define`` against cuda.h; CUresult must be complete as well."""
     problems: list[str] = []
     for cls, (c_type, prefix) in (enums if enums is not None else C_ENUMS).items():
@@ -229,8 +234,11 @@ def struct_layout_problems(
     for line in run.stdout.splitlines():
         key, _, value = line.rpartition(" ")
         actual[key] = int(value)
-    return [f"{key}: C says {actual.get(key)}, ctypes {value}" for key, value in expected.items()
-            if actual.get(key) != value]
+    return [
+        f"{key}: C says {actual.get(key)}, ctypes {value}"
+        for key, value in expected.items()
+        if actual.get(key) != value
+    ]
 
 
 # --- NVRTC: the same proof for nvrtc.h -------------------------------------------------------------------
@@ -249,8 +257,7 @@ def check_return(decl: Any, header: Header) -> list[str]:
     return problems
 
 
-def check_nvrtc(header: Header, table: Iterable[Any] | None = None,
-                results: type | None = None) -> list[str]:
+def check_nvrtc(header: Header, table: Iterable[Any] | None = None, results: type | None = None) -> list[str]:
     """Every NVRTC table row (arguments and return type) and every nvrtcResult code against nvrtc.h."""
     problems: list[str] = []
     for decl in table if table is not None else nvrtc.TABLE.values():
@@ -289,8 +296,7 @@ def main(argv: list[str] | None = None) -> int:
     header = cheader.parse(path)
     problems = check_table(header) + check_constants(header)
     members = sum(len(cls.__members__) for cls in C_ENUMS)
-    print(f"{path}: {len(TABLE)} functions, {len(C_ENUMS)} enums ({members} members), "
-          f"{len(C_DEFINES)} defines checked")
+    print(f"{path}: {len(TABLE)} functions, {len(C_ENUMS)} enums ({members} members), {len(C_DEFINES)} defines checked")
     compiler = find_compiler()
     if compiler:
         problems += struct_layout_problems(path)
@@ -306,5 +312,13 @@ def main(argv: list[str] | None = None) -> int:
 if __name__ == "__main__":
     sys.exit(main())
 
-__all__ = ["check_constants", "check_decl", "check_nvrtc", "check_return", "check_table", "constants",
-           "describe_ctypes", "struct_layout_problems"]
+__all__ = [
+    "check_constants",
+    "check_decl",
+    "check_nvrtc",
+    "check_return",
+    "check_table",
+    "constants",
+    "describe_ctypes",
+    "struct_layout_problems",
+]

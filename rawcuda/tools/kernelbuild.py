@@ -137,8 +137,15 @@ class KernelPlan:
         return self.reason != UP_TO_DATE
 
 
-def plan(src_dir: Path, out_dir: Path, options: BuildOptions, compiler: Compiler, *, force: bool = False,
-         manifest: Mapping[str, Any] | None = None) -> list[KernelPlan]:
+def plan(
+    src_dir: Path,
+    out_dir: Path,
+    options: BuildOptions,
+    compiler: Compiler,
+    *,
+    force: bool = False,
+    manifest: Mapping[str, Any] | None = None,
+) -> list[KernelPlan]:
     """Decide, for every kernel source, whether it needs compiling. Compiles nothing."""
     known = (read_manifest(out_dir) if manifest is None else manifest).get("kernels", {})
     plans = []
@@ -243,9 +250,16 @@ class BuildResult:
     manifest: Path | None = None
 
 
-def build(src_dir: Path | None = None, out_dir: Path | None = None, options: BuildOptions | None = None, *,
-          force: bool = False, nvcc: str | None = None, jobs: int | None = None,
-          log: Log | None = None) -> BuildResult:
+def build(
+    src_dir: Path | None = None,
+    out_dir: Path | None = None,
+    options: BuildOptions | None = None,
+    *,
+    force: bool = False,
+    nvcc: str | None = None,
+    jobs: int | None = None,
+    log: Log | None = None,
+) -> BuildResult:
     """Compile every stale ``src_dir/*.cu`` to ``out_dir/<stem>.ptx`` and update the manifest.
 
     Kernels that fail to compile keep their previous PTX and manifest record; after every other kernel
@@ -269,20 +283,30 @@ def build(src_dir: Path | None = None, out_dir: Path | None = None, options: Bui
             say(f"up to date  {p.source.name}")
     failures = _compile_all([p for p in plans if p.stale], options, compiler, kernels, result, jobs, say)
 
-    write_manifest(out_dir, {
-        "format": MANIFEST_FORMAT,
-        "generator": "rawcuda.kernelbuild (python build.py)",
-        "nvcc_version": compiler.version,
-        "kernels": dict(sorted(kernels.items())),
-    })
+    write_manifest(
+        out_dir,
+        {
+            "format": MANIFEST_FORMAT,
+            "generator": "rawcuda.kernelbuild (python build.py)",
+            "nvcc_version": compiler.version,
+            "kernels": dict(sorted(kernels.items())),
+        },
+    )
     result.manifest = out_dir / MANIFEST_NAME
     if failures:
         raise _combine(failures)
     return result
 
 
-def _compile_all(stale: list[KernelPlan], options: BuildOptions, compiler: Compiler, kernels: dict[str, Any],
-                 result: BuildResult, jobs: int | None, say: Log) -> list[KernelBuildError]:
+def _compile_all(
+    stale: list[KernelPlan],
+    options: BuildOptions,
+    compiler: Compiler,
+    kernels: dict[str, Any],
+    result: BuildResult,
+    jobs: int | None,
+    say: Log,
+) -> list[KernelBuildError]:
     """Compile the stale kernels in parallel (nvcc is a separate process per file)."""
     workers = max(1, min(len(stale), jobs or os.cpu_count() or 1))
     failures: list[KernelBuildError] = []
@@ -310,8 +334,9 @@ def _build_one(p: KernelPlan, options: BuildOptions, compiler: Compiler) -> tupl
     try:
         info = ptx.parse_file(p.ptx)
     except ptx.PtxParseError as exc:
-        raise KernelBuildError(f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}",
-                               source=p.source) from exc
+        raise KernelBuildError(
+            f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}", source=p.source
+        ) from exc
     return kernel_record(p, options, compiler, info), warnings, time.perf_counter() - start
 
 

@@ -42,8 +42,9 @@ _RELEASE = re.compile(r"release\s+([^\n]+)")
 class KernelBuildError(RawCudaError):
     """nvcc is missing or failed. The message has nvcc's own output, the ``.cu`` file and the command."""
 
-    def __init__(self, message: str, *, source: Path | None = None, command: Sequence[str] = (),
-                 output: str = "") -> None:
+    def __init__(
+        self, message: str, *, source: Path | None = None, command: Sequence[str] = (), output: str = ""
+    ) -> None:
         self.source = source
         self.command = list(command)
         self.output = output
@@ -146,8 +147,11 @@ def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOp
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
         except OSError as exc:
-            raise KernelBuildError(f"could not run nvcc for {source}: {exc}\ncommand: {shlex.join(command)}",
-                                   source=source, command=command) from exc
+            raise KernelBuildError(
+                f"could not run nvcc for {source}: {exc}\ncommand: {shlex.join(command)}",
+                source=source,
+                command=command,
+            ) from exc
         output = (done.stdout + done.stderr).strip()
         if done.returncode != 0:
             raise KernelBuildError(
@@ -174,5 +178,16 @@ def temporary_beside(path: Path) -> Path:
     return path.with_name(f".{path.name}.{os.getpid()}.{uuid.uuid4().hex[:12]}.tmp")
 
 
-__all__ = ["DEFAULT_ARCH", "NVCC_ENV", "BuildOptions", "Compiler", "KernelBuildError", "compile_kernel", "find_nvcc",
-           "indent", "nvcc_candidates", "probe", "temporary_beside"]
+__all__ = [
+    "DEFAULT_ARCH",
+    "NVCC_ENV",
+    "BuildOptions",
+    "Compiler",
+    "KernelBuildError",
+    "compile_kernel",
+    "find_nvcc",
+    "indent",
+    "nvcc_candidates",
+    "probe",
+    "temporary_beside",
+]

@@ -36,6 +36,7 @@ def loop() -> asyncio.AbstractEventLoop:
 
 def fire_from_a_thread(token: int, delay_s: float = 0.0) -> threading.Thread:
     """Call the host function through its C pointer from another thread, as the driver would."""
+
     def fire() -> None:
         time.sleep(delay_s)
         aio._HOST_FN(token)
@@ -55,8 +56,9 @@ def test_host_function_completes_the_future_on_the_loop(loop: asyncio.AbstractEv
     assert future.result() is None
 
 
-def test_host_function_after_a_cancelled_wait_does_nothing(loop: asyncio.AbstractEventLoop,
-                                                           capfd: pytest.CaptureFixture[str]) -> None:
+def test_host_function_after_a_cancelled_wait_does_nothing(
+    loop: asyncio.AbstractEventLoop, capfd: pytest.CaptureFixture[str]
+) -> None:
     future = loop.create_future()
     token = aio._register(loop, future, object())
     future.cancel()
@@ -77,8 +79,7 @@ def test_host_function_racing_a_cancellation_does_not_complete_it(loop: asyncio.
     assert future.cancelled()  # no InvalidStateError: _resolve saw the cancellation
 
 
-def test_host_function_never_raises_into_c(loop: asyncio.AbstractEventLoop,
-                                           capfd: pytest.CaptureFixture[str]) -> None:
+def test_host_function_never_raises_into_c(loop: asyncio.AbstractEventLoop, capfd: pytest.CaptureFixture[str]) -> None:
     future = loop.create_future()
     token = aio._register(loop, future, object())
     loop.close()  # call_soon_threadsafe on a closed loop raises RuntimeError

@@ -122,7 +122,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
         path.append(node)
         for nxt in sorted(edges.get(node, ())):
             if state.get(nxt) == 1:
-                return [*path[path.index(nxt):], nxt]
+                return [*path[path.index(nxt) :], nxt]
             if nxt not in state and (found := visit(nxt)) is not None:
                 return found
         path.pop()
@@ -136,7 +136,7 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 
 def layer(name: str) -> str:
-    """"0", "1", "2", "tools" or "entry" (the package front door and ``python -m rawcuda``)."""
+    """ "0", "1", "2", "tools" or "entry" (the package front door and ``python -m rawcuda``)."""
     if name.startswith("rawcuda.ffi"):
         return "0"
     if name.startswith("rawcuda.checked"):
@@ -177,8 +177,9 @@ def modules() -> dict[str, Module]:
 
 # --- imports -------------------------------------------------------------------------------------------------
 def test_the_package_is_read(modules: dict[str, Module]) -> None:
-    assert {"rawcuda", "rawcuda.ffi.decl", "rawcuda.checked.binding", "rawcuda.function", "rawcuda.tools.nvcc"} \
-        <= set(modules)
+    assert {"rawcuda", "rawcuda.ffi.decl", "rawcuda.checked.binding", "rawcuda.function", "rawcuda.tools.nvcc"} <= set(
+        modules
+    )
     assert "rawcuda.ffi.cuda" in modules["rawcuda.checked.binding"].top_imports
 
 
@@ -198,8 +199,12 @@ def test_layers_import_downward_only(modules: dict[str, Module]) -> None:
 
 def test_the_rules_can_fail() -> None:
     # A deliberately added cycle, a layer-0 file importing layer 1, and a lazy import that dodges a cycle.
-    edges = {"rawcuda.stream": {"rawcuda.graph"}, "rawcuda.graph": {"rawcuda.function"},
-             "rawcuda.function": {"rawcuda.stream"}, "rawcuda.ffi.library": {"rawcuda.checked.errors"}}
+    edges = {
+        "rawcuda.stream": {"rawcuda.graph"},
+        "rawcuda.graph": {"rawcuda.function"},
+        "rawcuda.function": {"rawcuda.stream"},
+        "rawcuda.ffi.library": {"rawcuda.checked.errors"},
+    }
     assert find_cycle(edges) == ["rawcuda.function", "rawcuda.stream", "rawcuda.graph", "rawcuda.function"]
     assert layer_violations(edges) == ["rawcuda.ffi.library (layer 0) imports rawcuda.checked.errors (layer 1)"]
     source = "def f():\n    from . import graph\nif TYPE_CHECKING:\n    from . import module\n"
@@ -218,8 +223,12 @@ def defined_private_names(tree: ast.AST) -> set[str]:
     for node in ast.walk(tree):
         if isinstance(node, ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef):
             names.add(node.name)
-        elif isinstance(node, ast.Attribute) and isinstance(node.ctx, ast.Store) \
-                and isinstance(node.value, ast.Name) and node.value.id in ("self", "cls"):
+        elif (
+            isinstance(node, ast.Attribute)
+            and isinstance(node.ctx, ast.Store)
+            and isinstance(node.value, ast.Name)
+            and node.value.id in ("self", "cls")
+        ):
             names.add(node.attr)
         elif isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store):
             names.add(node.id)
@@ -234,8 +243,11 @@ def private_reach_ins(tree: ast.AST, where: str) -> list[str]:
     problems = []
     for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom) and node.module != "__future__":
-            problems += [f"{where}:{node.lineno}: imports {alias.name} from {node.module or '.'}"
-                         for alias in node.names if alias.name.startswith("_") and not alias.name.startswith("__")]
+            problems += [
+                f"{where}:{node.lineno}: imports {alias.name} from {node.module or '.'}"
+                for alias in node.names
+                if alias.name.startswith("_") and not alias.name.startswith("__")
+            ]
         elif isinstance(node, ast.Attribute) and node.attr.startswith("_") and not node.attr.startswith("__"):
             on_self = isinstance(node.value, ast.Name) and node.value.id in ("self", "cls")
             if not on_self and node.attr not in own:
@@ -249,11 +261,15 @@ def test_no_private_names_across_files(modules: dict[str, Module]) -> None:
 
 
 def test_the_private_name_rule_can_fail() -> None:
-    source = ("from .context import _tls\n"
-              "class A:\n    def __init__(self):\n        self._mine = 1\n"
-              "    def f(self, other, ctx):\n        return other._mine, ctx._unusable, value._type_\n")
-    assert private_reach_ins(ast.parse(source), "x.py") == ["x.py:1: imports _tls from context",
-                                                            "x.py:6: ctx._unusable"]
+    source = (
+        "from .context import _tls\n"
+        "class A:\n    def __init__(self):\n        self._mine = 1\n"
+        "    def f(self, other, ctx):\n        return other._mine, ctx._unusable, value._type_\n"
+    )
+    assert private_reach_ins(ast.parse(source), "x.py") == [
+        "x.py:1: imports _tls from context",
+        "x.py:6: ctx._unusable",
+    ]
 
 
 # --- the table tells the truth ---------------------------------------------------------------------------------

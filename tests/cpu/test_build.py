@@ -40,8 +40,9 @@ STEMS = sorted(CONTRACT)
 
 def run_build_py(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
     environment = {**os.environ, "PYTHONPATH": str(ROOT), **env}
-    return subprocess.run([sys.executable, str(BUILD_PY), *args], cwd=ROOT, env=environment,
-                          capture_output=True, text=True, timeout=300)
+    return subprocess.run(
+        [sys.executable, str(BUILD_PY), *args], cwd=ROOT, env=environment, capture_output=True, text=True, timeout=300
+    )
 
 
 @pytest.fixture(scope="module")
@@ -177,7 +178,10 @@ def test_cache_key_covers_source_flags_and_nvcc_version(tmp_path: Path) -> None:
 def test_flags() -> None:
     assert BuildOptions().flags() == ["--ptx", "-arch=compute_80", "-lineinfo"]
     assert BuildOptions(arch="compute_90", fast_math=True, lineinfo=False).flags() == [
-        "--ptx", "-arch=compute_90", "--use_fast_math"]
+        "--ptx",
+        "-arch=compute_90",
+        "--use_fast_math",
+    ]
 
 
 def fake_nvcc(path: Path) -> Path:
@@ -282,8 +286,12 @@ def test_committed_ptx_passes_ptxas_for_sm_90(path: Path, tmp_path: Path) -> Non
     ptxas = shutil.which("ptxas")
     if ptxas is None:
         pytest.skip("ptxas is not on PATH")
-    done = subprocess.run([ptxas, "-arch=sm_90", str(path), "-o", str(tmp_path / "out.cubin")],
-                          capture_output=True, text=True, timeout=120)
+    done = subprocess.run(
+        [ptxas, "-arch=sm_90", str(path), "-o", str(tmp_path / "out.cubin")],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert done.returncode == 0, done.stdout + done.stderr
 
 
@@ -293,7 +301,10 @@ def test_manifest_matches_the_committed_ptx() -> None:
         info = ptx.parse_file(kernels.ptx_path(stem))
         assert record["ptx"] == f"{stem}.ptx" and record["source"] == f"{stem}.cu"
         assert (record["ptx_version"], record["target"], record["address_size"]) == (
-            info.version_text, info.target, info.address_size)
+            info.version_text,
+            info.target,
+            info.address_size,
+        )
         assert list(record["entries"]) == list(info.entries)
         for name, entry in info.entries.items():
             assert record["entries"][name] == kernelbuild.entry_record(entry), f"{stem}: {name}"
@@ -311,8 +322,10 @@ def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
     manifest = kernels.load_manifest()
     compiler = nvcc_tool.probe(nvcc)
     if compiler.version != manifest["nvcc_version"]:
-        pytest.skip(f"the local nvcc ({compiler.release}) is not the one that built the committed PTX "
-                    f"({manifest['kernels'][STEMS[0]]['nvcc_release']}), so its cache keys differ by design")
+        pytest.skip(
+            f"the local nvcc ({compiler.release}) is not the one that built the committed PTX "
+            f"({manifest['kernels'][STEMS[0]]['nvcc_release']}), so its cache keys differ by design"
+        )
     options = {BuildOptions.from_json(record["options"]) for record in manifest["kernels"].values()}
     assert len(options) == 1, "the committed kernels were built with different options"
     result = kernelbuild.build(SOURCES, tmp_path, options.pop(), nvcc=nvcc)

@@ -40,9 +40,14 @@ def test_categories() -> None:
 
 
 def test_message_names_the_call_symbol_arguments_code_and_hint() -> None:
-    err = error_class(222)(222, call="cuModuleLoadDataEx", symbol="cuModuleLoadDataEx", arguments="module=&c_void_p",
-                          description="the provided PTX was compiled with an unsupported toolchain.",
-                          details=["PTX .version 9.1, driver accepts up to 9.0"])
+    err = error_class(222)(
+        222,
+        call="cuModuleLoadDataEx",
+        symbol="cuModuleLoadDataEx",
+        arguments="module=&c_void_p",
+        description="the provided PTX was compiled with an unsupported toolchain.",
+        details=["PTX .version 9.1, driver accepts up to 9.0"],
+    )
     text = str(err)
     assert text.startswith("cuModuleLoadDataEx(module=&c_void_p) failed: CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222)")
     assert "PTX .version 9.1" in text and "Fix 1: update the NVIDIA driver" in text and "Fix 2" in text
@@ -65,11 +70,14 @@ def test_out_of_memory_fields() -> None:
     assert "available: unknown" in str(unknown)
 
 
-@pytest.mark.parametrize("err", [
-    OutOfMemoryError(2, requested=5, available=1, call="cuMemAlloc"),
-    rawcuda.KernelFaultError(700, call="cuCtxSynchronize", details=["x"]),
-    CudaError(4242, call="cuY"),
-])
+@pytest.mark.parametrize(
+    "err",
+    [
+        OutOfMemoryError(2, requested=5, available=1, call="cuMemAlloc"),
+        rawcuda.KernelFaultError(700, call="cuCtxSynchronize", details=["x"]),
+        CudaError(4242, call="cuY"),
+    ],
+)
 def test_errors_survive_pickling(err: CudaError) -> None:
     back = pickle.loads(pickle.dumps(err))
     assert type(back) is type(err) and str(back) == str(err) and back.code == err.code

@@ -22,9 +22,11 @@ HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cud
 
 
 def test_modules_import_without_a_driver() -> None:
-    code = ("import rawcuda.graph, rawcuda.aio\n"
-            "from rawcuda.ffi import library\n"
-            "print('loaded:', library.LIBCUDA.loaded())\n")
+    code = (
+        "import rawcuda.graph, rawcuda.aio\n"
+        "from rawcuda.ffi import library\n"
+        "print('loaded:', library.LIBCUDA.loaded())\n"
+    )
     proc = run_python(code, RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1")
     assert proc.returncode == 0, proc.stderr
     assert proc.stdout.strip() == "loaded: None"

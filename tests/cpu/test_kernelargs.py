@@ -72,28 +72,40 @@ def test_every_width_lands_as_the_kernel_reads_it(packer: ArgPacker) -> None:
 
 
 def test_numpy_scalars_of_the_exact_width(packer: ArgPacker) -> None:
-    args = (np.uint64(ADDRESS), np.int8(-5), np.uint16(7), np.int32(-1), np.int64(-2), np.float32(2.5),
-            np.float64(-0.5), np.zeros(1, dtype=np.dtype([("a", np.float64), ("b", np.int64)]))[0])
+    args = (
+        np.uint64(ADDRESS),
+        np.int8(-5),
+        np.uint16(7),
+        np.int32(-1),
+        np.int64(-2),
+        np.float32(2.5),
+        np.float64(-0.5),
+        np.zeros(1, dtype=np.dtype([("a", np.float64), ("b", np.int64)]))[0],
+    )
     packed = packer.pack(args)
     assert slot_bytes(packed, 5) == struct.pack("<f", 2.5) and slot_bytes(packed, 4) == struct.pack("<q", -2)
 
 
-@pytest.mark.parametrize(("index", "value", "error", "match"), [
-    (0, np.zeros(4, np.float32), ArgumentError, "host numpy array where a device pointer is expected"),
-    (0, 1.5, ArgumentError, "a float"),
-    (0, "text", ArgumentError, "str cannot be passed"),
-    (0, fake_buffer(closed=True), ClosedError, "closed"),
-    (1, 256, ArgumentError, "does not fit"),
-    (2, np.int32(1), ArgumentError, "wrong width"),
-    (3, 1 << 32, ArgumentError, "does not fit"),
-    (4, -(1 << 64), ArgumentError, "does not fit"),
-    (5, np.float64(1.0), ArgumentError, "wrong width"),
-    (5, np.int32(1), ArgumentError, "numpy integer"),
-    (6, "1.0", ArgumentError, "str cannot be passed"),
-    (7, b"\0" * 12, ArgumentError, "12 bytes given"),
-])
-def test_bad_arguments_name_the_argument_and_the_fix(packer: ArgPacker, index: int, value: object,
-                                                     error: type, match: str) -> None:
+@pytest.mark.parametrize(
+    ("index", "value", "error", "match"),
+    [
+        (0, np.zeros(4, np.float32), ArgumentError, "host numpy array where a device pointer is expected"),
+        (0, 1.5, ArgumentError, "a float"),
+        (0, "text", ArgumentError, "str cannot be passed"),
+        (0, fake_buffer(closed=True), ClosedError, "closed"),
+        (1, 256, ArgumentError, "does not fit"),
+        (2, np.int32(1), ArgumentError, "wrong width"),
+        (3, 1 << 32, ArgumentError, "does not fit"),
+        (4, -(1 << 64), ArgumentError, "does not fit"),
+        (5, np.float64(1.0), ArgumentError, "wrong width"),
+        (5, np.int32(1), ArgumentError, "numpy integer"),
+        (6, "1.0", ArgumentError, "str cannot be passed"),
+        (7, b"\0" * 12, ArgumentError, "12 bytes given"),
+    ],
+)
+def test_bad_arguments_name_the_argument_and_the_fix(
+    packer: ArgPacker, index: int, value: object, error: type, match: str
+) -> None:
     args = list(good_args(fake_buffer()))
     args[index] = value
     with pytest.raises(error, match=match) as info:
@@ -103,8 +115,11 @@ def test_bad_arguments_name_the_argument_and_the_fix(packer: ArgPacker, index: i
 
 
 def test_wrong_count_lists_the_signature(packer: ArgPacker) -> None:
-    with pytest.raises(ArgumentError, match=r"k takes 8 argument\(s\) \(u64, u8, u16, u32, u64, f32, f64, b8\[16\]\) "
-                                            "but 2 were given"):
+    with pytest.raises(
+        ArgumentError,
+        match=r"k takes 8 argument\(s\) \(u64, u8, u16, u32, u64, f32, f64, b8\[16\]\) "
+        "but 2 were given",
+    ):
         packer.pack((fake_buffer(), 1))
 
 

@@ -20,9 +20,24 @@ GPU_PREFIX = GPU_DIR.relative_to(ROOT).as_posix() + "/"
 
 def collected(marker_expression: str) -> list[str]:
     """The node ids pytest selects from tests/ with ``-m marker_expression``."""
-    proc = subprocess.run([sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider",
-                           "-m", marker_expression, str(TESTS_DIR)], cwd=ROOT, capture_output=True, text=True,
-                          timeout=300)
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "--collect-only",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "-m",
+            marker_expression,
+            str(TESTS_DIR),
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert proc.returncode == 0, f"collection failed (status {proc.returncode}):\n{proc.stdout}\n{proc.stderr}"
     return [line for line in proc.stdout.splitlines() if "::" in line]
 

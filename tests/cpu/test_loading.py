@@ -59,9 +59,7 @@ def test_driver_not_found_lists_every_candidate_and_why() -> None:
 
 def test_first_call_without_a_driver_raises_driver_not_found() -> None:
     proc = run_python(
-        "import rawcuda\n"
-        "try:\n    rawcuda.init()\n"
-        "except rawcuda.DriverNotFoundError as e:\n    print('RAISED', e)\n",
+        "import rawcuda\ntry:\n    rawcuda.init()\nexcept rawcuda.DriverNotFoundError as e:\n    print('RAISED', e)\n",
         RAWCUDA_LIBCUDA="/nonexistent/dir/libcuda.so.1",
     )
     assert "RAISED could not load the NVIDIA driver library" in proc.stdout
@@ -74,7 +72,8 @@ def test_stub_library_is_recognised_and_explained(fake_libcuda: Path) -> None:
         "try:\n    rawcuda.init()\n"
         "except rawcuda.StubLibraryError as e:\n"
         "    print(json.dumps({'code': e.code, 'name': e.name, 'call': e.call, 'text': str(e)}))\n",
-        RAWCUDA_LIBCUDA=str(fake_libcuda), FAKECUDA_MODE="stub",
+        RAWCUDA_LIBCUDA=str(fake_libcuda),
+        FAKECUDA_MODE="stub",
     )
     assert result["code"] == 34 and result["name"] == "CUDA_ERROR_STUB_LIBRARY" and result["call"] == "cuInit"
     assert f"libcuda: {fake_libcuda}" in result["text"]
@@ -128,7 +127,8 @@ def test_each_code_becomes_its_exception(fake_libcuda: Path, code: int, cls: str
         "except rawcuda.CudaError as e:\n"
         f"    print(json.dumps({{'cls': type(e).__name__, 'code': e.code, 'name': e.name, 'builtin': "
         f"isinstance(e, {builtin}), 'text': str(e)}}))\n",
-        RAWCUDA_LIBCUDA=str(fake_libcuda), FAKECUDA_SYNC_RESULT=str(code),
+        RAWCUDA_LIBCUDA=str(fake_libcuda),
+        FAKECUDA_SYNC_RESULT=str(code),
     )
     assert (result["cls"], result["code"], result["name"], result["builtin"]) == (cls, code, name, True)
     assert result["text"].startswith(f"cuCtxSynchronize() failed: {name} ({code})")
@@ -166,6 +166,7 @@ def test_resolved_path_names_the_real_file(fake_libcuda: Path) -> None:
 
 
 def test_driver_version_decodes_major_minor(fake_libcuda: Path) -> None:
-    result = run_json("import json, rawcuda\nprint(json.dumps(rawcuda.driver_version()))",
-                      RAWCUDA_LIBCUDA=str(fake_libcuda))
+    result = run_json(
+        "import json, rawcuda\nprint(json.dumps(rawcuda.driver_version()))", RAWCUDA_LIBCUDA=str(fake_libcuda)
+    )
     assert result == [13, 0]

@@ -131,23 +131,53 @@ def test_every_row_matches_the_style_header(style_header: cheader.Header) -> Non
 
 
 WRONG_ROWS = [
-    (decl("nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet)", "nvrtcGetPTXSize",
-          ctypes.c_void_p, ctypes.POINTER(ctypes.c_uint)), "pointee differs"),
-    (decl("nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *size)", "nvrtcGetPTXSize",
-          ctypes.c_void_p, ctypes.POINTER(ctypes.c_size_t)), "prototype differs"),
-    (decl("nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options)",
-          "nvrtcCompileProgram", ctypes.c_void_p, ctypes.c_int64, ctypes.POINTER(ctypes.c_char_p)), "signed 8-byte"),
-    (decl("nvrtcResult nvrtcGetErrorString(nvrtcResult result)", "nvrtcGetErrorString", ctypes.c_int),
-     "returns nvrtcResult in the table, const char *"),
-    (decl("const char *nvrtcGetErrorString(nvrtcResult result)", "nvrtcGetErrorString", ctypes.c_int,
-          restype=ctypes.c_void_p), None),  # void* for a string: an untyped address, acceptable
+    (
+        decl(
+            "nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *ptxSizeRet)",
+            "nvrtcGetPTXSize",
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_uint),
+        ),
+        "pointee differs",
+    ),
+    (
+        decl(
+            "nvrtcResult nvrtcGetPTXSize(nvrtcProgram prog, size_t *size)",
+            "nvrtcGetPTXSize",
+            ctypes.c_void_p,
+            ctypes.POINTER(ctypes.c_size_t),
+        ),
+        "prototype differs",
+    ),
+    (
+        decl(
+            "nvrtcResult nvrtcCompileProgram(nvrtcProgram prog, int numOptions, const char * const *options)",
+            "nvrtcCompileProgram",
+            ctypes.c_void_p,
+            ctypes.c_int64,
+            ctypes.POINTER(ctypes.c_char_p),
+        ),
+        "signed 8-byte",
+    ),
+    (
+        decl("nvrtcResult nvrtcGetErrorString(nvrtcResult result)", "nvrtcGetErrorString", ctypes.c_int),
+        "returns nvrtcResult in the table, const char *",
+    ),
+    (
+        decl(
+            "const char *nvrtcGetErrorString(nvrtcResult result)",
+            "nvrtcGetErrorString",
+            ctypes.c_int,
+            restype=ctypes.c_void_p,
+        ),
+        None,
+    ),  # void* for a string: an untyped address, acceptable
     (decl("nvrtcResult nvrtcNoSuchThing(int x)", "nvrtcNoSuchThing", ctypes.c_int), "not declared"),
 ]
 
 
 @pytest.mark.parametrize(("row", "expected"), WRONG_ROWS)
-def test_checker_reports_a_wrong_row(style_header: cheader.Header, row: Decl,
-                                     expected: str | None) -> None:
+def test_checker_reports_a_wrong_row(style_header: cheader.Header, row: Decl, expected: str | None) -> None:
     problems = headercheck.check_nvrtc(style_header, table=[row])
     if expected is None:
         assert problems == []
@@ -269,9 +299,13 @@ def test_a_library_without_the_symbols_is_a_missing_symbol_error(fake_libcuda: P
 
 # --- errors and architectures ---------------------------------------------------------------------------------
 def test_error_carries_code_name_log_and_hint() -> None:
-    err = rawcuda.NvrtcError(NvrtcResult.ERROR_COMPILATION, call="nvrtcCompileProgram",
-                           description="NVRTC_ERROR_COMPILATION", log="k.cu(3): error: identifier \"x\" is undefined",
-                           details=["program: k.cu"])
+    err = rawcuda.NvrtcError(
+        NvrtcResult.ERROR_COMPILATION,
+        call="nvrtcCompileProgram",
+        description="NVRTC_ERROR_COMPILATION",
+        log='k.cu(3): error: identifier "x" is undefined',
+        details=["program: k.cu"],
+    )
     text = str(err)
     assert text.startswith("nvrtcCompileProgram() failed: NVRTC_ERROR_COMPILATION (6)")
     assert "NVRTC_ERROR_COMPILATION (6): NVRTC_ERROR_COMPILATION" not in text  # the name is not repeated
@@ -283,20 +317,24 @@ def test_error_carries_code_name_log_and_hint() -> None:
     assert unknown.result is None and "NVRTC result 1234 (1234)" in str(unknown)
 
 
-@pytest.mark.parametrize(("capability", "supported", "expected"), [
-    ((9, 0), [75, 80, 86, 89, 90, 100, 120], "compute_90"),
-    ((12, 1), [75, 80, 90, 100, 120], "compute_120"),  # NVRTC older than the GPU: its newest arch
-    ((8, 6), [80, 90], "compute_80"),
-    ((9, 0), [], "compute_90"),  # NVRTC could not say: trust the device
-    (None, [75, 80], "compute_80"),  # no GPU
-])
+@pytest.mark.parametrize(
+    ("capability", "supported", "expected"),
+    [
+        ((9, 0), [75, 80, 86, 89, 90, 100, 120], "compute_90"),
+        ((12, 1), [75, 80, 90, 100, 120], "compute_120"),  # NVRTC older than the GPU: its newest arch
+        ((8, 6), [80, 90], "compute_80"),
+        ((9, 0), [], "compute_90"),  # NVRTC could not say: trust the device
+        (None, [75, 80], "compute_80"),  # no GPU
+    ],
+)
 def test_choose_arch(capability: tuple[int, int] | None, supported: list[int], expected: str) -> None:
     assert nvrtc.choose_arch(capability, supported) == expected
 
 
 def test_default_arch_without_a_driver_is_the_fallback() -> None:
-    proc = run_python("import rawcuda.nvrtc as nv; print(nv.default_arch())",
-                      RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1")
+    proc = run_python(
+        "import rawcuda.nvrtc as nv; print(nv.default_arch())", RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1"
+    )
     assert proc.stdout.strip() == nvrtc.FALLBACK_ARCH == "compute_80", proc.stderr
 
 
@@ -414,8 +452,13 @@ def test_fake_version_and_archs(fake: ctypes.CDLL, fake_nvrtc: Path) -> None:
 
 
 def test_compile_returns_ptx_log_and_lowered_names(fake: ctypes.CDLL) -> None:
-    result = nvrtc.compile("__global__ void k() {} // warn", name="mine.cu", options=("-arch=compute_90", "-DN=4"),
-                           name_expressions=("scale<float>", "scale<double>"), headers={"a.h": "#define A 1"})
+    result = nvrtc.compile(
+        "__global__ void k() {} // warn",
+        name="mine.cu",
+        options=("-arch=compute_90", "-DN=4"),
+        name_expressions=("scale<float>", "scale<double>"),
+        headers={"a.h": "#define A 1"},
+    )
     assert result.ptx == b"// fake PTX of mine.cu for compute_90 with 1 header(s)\n"  # no trailing NUL
     assert result.log == "mine.cu(2): warning: fake warning"
     assert result.lowered_names == {"scale<float>": "_lowered_scale_float_", "scale<double>": "_lowered_scale_double_"}
@@ -423,8 +466,9 @@ def test_compile_returns_ptx_log_and_lowered_names(fake: ctypes.CDLL) -> None:
     assert result.options == ("-arch=compute_90", "-DN=4") and result.name == "mine.cu"
 
 
-def test_compile_adds_the_default_arch_only_when_none_is_given(fake: ctypes.CDLL,
-                                                                monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compile_adds_the_default_arch_only_when_none_is_given(
+    fake: ctypes.CDLL, monkeypatch: pytest.MonkeyPatch
+) -> None:
     monkeypatch.setattr(nvrtc, "default_arch", lambda: "compute_77")
     assert nvrtc.compile("x", options=("-lineinfo",)).options == ("-arch=compute_77", "-lineinfo")
     assert nvrtc.compile("x").options == ("-arch=compute_77",)

@@ -73,8 +73,16 @@ template __global__ void scale<float>(float *, float);   // a mangled entry: _Z5
 """
 
 EXPECTED_ORDER = [
-    "scalars", "structs", "grid_constant", "pointers", "nothing", "bounded", "calls_func", "fill_f64",
-    "fill_i16", "_Z5scaleIfEvPT_S0_",
+    "scalars",
+    "structs",
+    "grid_constant",
+    "pointers",
+    "nothing",
+    "bounded",
+    "calls_func",
+    "fill_f64",
+    "fill_i16",
+    "_Z5scaleIfEvPT_S0_",
 ]
 
 
@@ -133,8 +141,10 @@ def test_every_entry_in_file_order_and_no_func(compiled: tuple[str, dict[str, in
 @pytest.mark.parametrize(
     ("kernel", "types"),
     [
-        ("scalars", ["char_t", "short_t", "bool_t", "int_t", "int64", "float_t", "double_t", "uint_t", "size",
-                     "pointer"]),
+        (
+            "scalars",
+            ["char_t", "short_t", "bool_t", "int_t", "int64", "float_t", "double_t", "uint_t", "size", "pointer"],
+        ),
         ("structs", ["Pair", "Vec3", "Quad", "Bytes", "Mixed", "pointer"]),
         ("grid_constant", ["Pair", "pointer"]),
         ("pointers", ["pointer", "pointer", "pointer", "pointer"]),

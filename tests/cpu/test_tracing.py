@@ -51,8 +51,11 @@ def test_trace_prints_each_call_and_costs_nothing_when_off(fake_libcuda: Path) -
 
 
 def test_environment_variable_traces_the_whole_process(fake_libcuda: Path) -> None:
-    proc = run_python("import rawcuda\nrawcuda.init()\nprint(rawcuda.driver_version())",
-                      RAWCUDA_LIBCUDA=str(fake_libcuda), RAWCUDA_TRACE="1")
+    proc = run_python(
+        "import rawcuda\nrawcuda.init()\nprint(rawcuda.driver_version())",
+        RAWCUDA_LIBCUDA=str(fake_libcuda),
+        RAWCUDA_TRACE="1",
+    )
     assert proc.returncode == 0
     assert "[rawcuda] cuInit(Flags=0)" in proc.stderr and "[rawcuda] cuDriverGetVersion(" in proc.stderr
     quiet = run_python("import rawcuda\nrawcuda.init()", RAWCUDA_LIBCUDA=str(fake_libcuda), RAWCUDA_TRACE="0")

@@ -20,8 +20,9 @@ NEW_TUTORIALS = ["05_errors.py", "06_streams_events.py", "07_lifetimes.py", "08_
 TIMEOUT_S = 120
 ENTER_PRESSES = "\n" * 100  # more than any tutorial has steps: --step reads one line per step
 
-needs_no_gpu = pytest.mark.skipif(gpu_unavailable_reason() is None,
-                                  reason="a GPU is present: tests/cpu/test_tutorials.py runs the tutorials for real")
+needs_no_gpu = pytest.mark.skipif(
+    gpu_unavailable_reason() is None, reason="a GPU is present: tests/cpu/test_tutorials.py runs the tutorials for real"
+)
 
 
 def run_by_name(name: str, *args: str, stdin: str = "") -> subprocess.CompletedProcess[str]:
@@ -46,8 +47,12 @@ def test_tutorial_exists_with_docstring(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_TUTORIALS)
 def test_tutorial_uses_the_shared_frame(name: str) -> None:
     tree = parse(name)
-    imported = {alias.name for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)
-                and node.module == "_tutorial" for alias in node.names}
+    imported = {
+        alias.name
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "_tutorial"
+        for alias in node.names
+    }
     assert {"Tutorial", "run"} <= imported, "the tutorial must use tutorials/_tutorial.py (steps, --step, exit 77)"
     mains = [node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main"]
     assert mains and mains[0].args.args[0].annotation is not None, "main(t: Tutorial) is the entry point"
@@ -91,4 +96,3 @@ def test_tutorial_is_listed_in_the_readme(name: str) -> None:
     rows = [line for line in readme.splitlines() if line.startswith(f"| {name[:2]} | `{name}` |")]
     assert len(rows) == 1, f"tutorials/README.md needs one table row for {name}"
     assert rows[0].count(" | ") >= 4, "the row says what it teaches, the seed concept and the cust item"
-

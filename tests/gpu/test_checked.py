@@ -58,8 +58,12 @@ def attribute(dev: c_int, which: DeviceAttribute) -> int:
 
 def load_module(ptx: bytes) -> tuple[c_void_p, str, str, Exception | None]:
     info, error = ctypes.create_string_buffer(LOG_BYTES), ctypes.create_string_buffer(LOG_BYTES)
-    options = (c_int * 4)(JitOption.INFO_LOG_BUFFER, JitOption.INFO_LOG_BUFFER_SIZE_BYTES,
-                          JitOption.ERROR_LOG_BUFFER, JitOption.ERROR_LOG_BUFFER_SIZE_BYTES)
+    options = (c_int * 4)(
+        JitOption.INFO_LOG_BUFFER,
+        JitOption.INFO_LOG_BUFFER_SIZE_BYTES,
+        JitOption.ERROR_LOG_BUFFER,
+        JitOption.ERROR_LOG_BUFFER_SIZE_BYTES,
+    )
     values = (c_void_p * 4)(ctypes.addressof(info), LOG_BYTES, ctypes.addressof(error), LOG_BYTES)
     module = c_void_p()
     failure = None
@@ -157,7 +161,7 @@ def test_missing_kernel_is_not_found(primary: tuple[c_int, c_void_p]) -> None:
     try:
         with pytest.raises(rawcuda.NotFoundError) as info:
             cu.cuModuleGetFunction(byref(c_void_p()), module, b"vector_sub")
-        assert "extern \"C\"" in str(info.value) and "name=b'vector_sub'" in str(info.value)
+        assert 'extern "C"' in str(info.value) and "name=b'vector_sub'" in str(info.value)
     finally:
         cu.cuModuleUnload(module)
 
@@ -188,9 +192,7 @@ def test_stub_library_gives_the_stub_error() -> None:
     if stub is None:
         pytest.skip("no toolkit stub libcuda on this machine")
     proc = run_python(
-        "import rawcuda\n"
-        "try:\n    rawcuda.init()\n"
-        "except rawcuda.StubLibraryError as e:\n    print('RAISED', e)\n",
+        "import rawcuda\ntry:\n    rawcuda.init()\nexcept rawcuda.StubLibraryError as e:\n    print('RAISED', e)\n",
         RAWCUDA_LIBCUDA=stub,
     )
     assert "RAISED cuInit(Flags=0) failed: CUDA_ERROR_STUB_LIBRARY (34)" in proc.stdout, proc.stdout + proc.stderr

@@ -65,12 +65,12 @@ def test_views_at_an_offset(vector_add: rawcuda.Function, rng: np.random.Generat
     a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty(n)
     dc.fill(NAN32)
-    part = dc[start:start + length]
+    part = dc[start : start + length]
     assert part.shape == (length,) and part.ptr == dc.ptr + start * 4
     vector_add.launch(grid_for(length), BLOCK, part, da.view(start), db.view(start, length), length)
     out = dc.to_array()
-    np.testing.assert_array_equal(out[start:start + length], (a + b)[start:start + length])
-    assert np.isnan(out[:start]).all() and np.isnan(out[start + length:]).all()
+    np.testing.assert_array_equal(out[start : start + length], (a + b)[start : start + length])
+    assert np.isnan(out[:start]).all() and np.isnan(out[start + length :]).all()
     with pytest.raises(ValueError, match="needs"):
         dc.view(900, 200)
     dc.close()

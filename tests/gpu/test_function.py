@@ -35,11 +35,17 @@ MIB = 1 << 20
         (("closed", "a", "b", 10), rawcuda.ClosedError, "closed"),
     ],
 )
-def test_bad_launch_arguments_are_caught_before_the_launch(vector_add: rawcuda.Function, args: tuple,
-                                                           error: type, match: str) -> None:
+def test_bad_launch_arguments_are_caught_before_the_launch(
+    vector_add: rawcuda.Function, args: tuple, error: type, match: str
+) -> None:
     n = 10
-    bufs = {"a": DeviceBuffer.zeros(n), "b": DeviceBuffer.zeros(n), "c": DeviceBuffer.zeros(n),
-            "closed": DeviceBuffer.zeros(n), "host": np.zeros(n, np.float32)}
+    bufs = {
+        "a": DeviceBuffer.zeros(n),
+        "b": DeviceBuffer.zeros(n),
+        "c": DeviceBuffer.zeros(n),
+        "closed": DeviceBuffer.zeros(n),
+        "host": np.zeros(n, np.float32),
+    }
     bufs["closed"].close()
     bufs["c"].fill(NAN32)
     real = tuple(bufs.get(a, a) if isinstance(a, str) else a for a in args)
@@ -98,8 +104,9 @@ def test_repeated_launches_reuse_the_packed_block(vector_add: rawcuda.Function) 
     other.close()
 
 
-def test_bound_launch_repeats_and_rechecks_after_a_close(vector_add: rawcuda.Function,
-                                                         rng: np.random.Generator) -> None:
+def test_bound_launch_repeats_and_rechecks_after_a_close(
+    vector_add: rawcuda.Function, rng: np.random.Generator
+) -> None:
     n = 4099
     a, b = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty(n)

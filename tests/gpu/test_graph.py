@@ -189,8 +189,9 @@ def test_updating_the_third_kernel_changes_the_result(rng: np.random.Generator, 
     p.close()
 
 
-def test_set_kernel_args_on_a_simple_graph(rng: np.random.Generator, stream: Stream,
-                                           vector_add: rawcuda.Function) -> None:
+def test_set_kernel_args_on_a_simple_graph(
+    rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function
+) -> None:
     a, b, d = (rng.standard_normal(N, dtype=np.float32) for _ in range(3))
     da, db, dd = (DeviceBuffer.from_array(v) for v in (a, b, d))
     dc = DeviceBuffer.empty(N)
@@ -226,8 +227,9 @@ def test_every_replay_runs_once(stream: Stream) -> None:
 
 
 # --- explicit graphs and update --------------------------------------------------------------------------
-def test_explicit_kernel_nodes_with_dependencies(rng: np.random.Generator, stream: Stream,
-                                                 vector_add: rawcuda.Function) -> None:
+def test_explicit_kernel_nodes_with_dependencies(
+    rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function
+) -> None:
     a, b = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
     da, db = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b)
     dc, de, df, dg = (DeviceBuffer.empty(N) for _ in range(4))
@@ -261,7 +263,8 @@ def test_explicit_kernel_nodes_with_dependencies(rng: np.random.Generator, strea
 
 
 def test_exec_update_takes_a_same_shaped_graph_and_names_why_it_refuses(
-        rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function) -> None:
+    rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function
+) -> None:
     a, b, d = (rng.standard_normal(N, dtype=np.float32) for _ in range(3))
     da, db, dd = (DeviceBuffer.from_array(v) for v in (a, b, d))
     dc = DeviceBuffer.empty(N)

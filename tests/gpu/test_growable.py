@@ -75,8 +75,8 @@ def test_kernels_run_across_chunk_boundaries(granularity: int, rng: np.random.Ge
     a, b, c = bufs
     try:
         for step in (n // 3, 2 * n // 3, n):  # grow in steps so the arrays really are several mappings
-            a.extend(a_host[a.size:step])
-            b.extend(b_host[b.size:step])
+            a.extend(a_host[a.size : step])
+            b.extend(b_host[b.size : step])
             c.grow(step)
         assert len(a.chunks) == 3
         c.buffer.fill(NAN32)

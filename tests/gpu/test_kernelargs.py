@@ -67,24 +67,37 @@ def test_struct_of_the_wrong_size_is_refused(ptx_module: Module) -> None:
 
 def test_every_scalar_width(ptx_module: Module) -> None:
     fn = ptx_module.function("widths")
-    values = (-5, 65000, -123456789, -(1 << 40) - 7, 1.5, 2.0 ** -30, 250)
+    values = (-5, 65000, -123456789, -(1 << 40) - 7, 1.5, 2.0**-30, 250)
     with DeviceBuffer.empty(7, np.float64) as out:
         out.fill(np.nan)
         fn.launch(1, 1, out, *values)
         np.testing.assert_array_equal(out.to_array(), np.array(values, np.float64))
-        fn.launch(1, 1, out, np.int8(-5), np.uint16(65000), np.int32(-7), np.int64(9), np.float32(0.25),
-                  np.float64(0.125), np.uint8(3))
+        fn.launch(
+            1,
+            1,
+            out,
+            np.int8(-5),
+            np.uint16(65000),
+            np.int32(-7),
+            np.int64(9),
+            np.float32(0.25),
+            np.float64(0.125),
+            np.uint8(3),
+        )
         np.testing.assert_array_equal(out.to_array(), [-5, 65000, -7, 9, 0.25, 0.125, 3])
 
 
-@pytest.mark.parametrize(("index", "bad", "match"), [
-    (1, 300, "does not fit"),               # int8 parameter
-    (2, np.int32(1), "wrong width"),        # uint16 parameter given 4 bytes
-    (3, 1 << 40, "does not fit"),           # int32 parameter
-    (4, 1.5, "a float"),                    # int64 parameter
-    (5, np.float64(1.0), "wrong width"),    # float parameter given a double
-    (6, np.int64(1), "numpy integer"),      # double parameter given an integer
-])
+@pytest.mark.parametrize(
+    ("index", "bad", "match"),
+    [
+        (1, 300, "does not fit"),  # int8 parameter
+        (2, np.int32(1), "wrong width"),  # uint16 parameter given 4 bytes
+        (3, 1 << 40, "does not fit"),  # int32 parameter
+        (4, 1.5, "a float"),  # int64 parameter
+        (5, np.float64(1.0), "wrong width"),  # float parameter given a double
+        (6, np.int64(1), "numpy integer"),  # double parameter given an integer
+    ],
+)
 def test_wrong_widths_are_refused(ptx_module: Module, index: int, bad: object, match: str) -> None:
     fn = ptx_module.function("widths")
     args: list[object] = [0, 0, 0, 0, 0.0, 0.0, 0]

@@ -79,7 +79,8 @@ def baseline() -> Iterator[Callable[[], Baseline]]:
         leaked = now.open - start.open
         assert not leaked, f"objects left open: {sorted(leaked.elements())}"
         assert now.free >= start.free - DEVICE_TOLERANCE, (
-            f"device memory not returned: {(start.free - now.free) / MIB:.1f} MiB missing")
+            f"device memory not returned: {(start.free - now.free) / MIB:.1f} MiB missing"
+        )
         return now
 
     yield check
@@ -140,8 +141,15 @@ def test_created_context_cycles(baseline: Callable[[], Baseline]) -> None:
 def make_and_forget(image: bytes) -> list[object]:
     """One object of every kind, returned in a list that holds the only references to them."""
     buf = DeviceBuffer.empty(DROPPED_BYTES, np.uint8)
-    return [buf, buf[: DROPPED_BYTES // 2], Stream(), Event().record(), PinnedBuffer(PAGE), ManagedBuffer(PAGE),
-            Module(image)]
+    return [
+        buf,
+        buf[: DROPPED_BYTES // 2],
+        Stream(),
+        Event().record(),
+        PinnedBuffer(PAGE),
+        ManagedBuffer(PAGE),
+        Module(image),
+    ]
 
 
 def drop_a_round(image: bytes) -> int:

@@ -69,10 +69,12 @@ def test_prefetch_both_ways_keeps_contents(three: tuple[ManagedBuffer, ...], rng
     np.testing.assert_array_equal(c.array, expected)
 
 
-@pytest.mark.parametrize("advice", [MemAdvise.SET_READ_MOSTLY, MemAdvise.SET_PREFERRED_LOCATION,
-                                    MemAdvise.SET_ACCESSED_BY])
-def test_advice_changes_placement_not_results(three: tuple[ManagedBuffer, ...], rng: np.random.Generator,
-                                             advice: MemAdvise) -> None:
+@pytest.mark.parametrize(
+    "advice", [MemAdvise.SET_READ_MOSTLY, MemAdvise.SET_PREFERRED_LOCATION, MemAdvise.SET_ACCESSED_BY]
+)
+def test_advice_changes_placement_not_results(
+    three: tuple[ManagedBuffer, ...], rng: np.random.Generator, advice: MemAdvise
+) -> None:
     a, b, c = three
     for buf in (a, b):
         buf.advise(advice, Device(0))
@@ -95,9 +97,9 @@ def test_concurrent_access_matches_the_device_attribute() -> None:
         assert buf.concurrent_access == bool(Device(0).attribute(DeviceAttribute.CONCURRENT_MANAGED_ACCESS))
 
 
-def test_without_concurrent_access_array_synchronizes_first(three: tuple[ManagedBuffer, ...],
-                                                            rng: np.random.Generator,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_without_concurrent_access_array_synchronizes_first(
+    three: tuple[ManagedBuffer, ...], rng: np.random.Generator, monkeypatch: pytest.MonkeyPatch
+) -> None:
     a, b, c = three
     expected = fill_inputs(a, b, c, rng)
     c._concurrent_access = False  # behave as on a device without CONCURRENT_MANAGED_ACCESS

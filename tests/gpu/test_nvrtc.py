@@ -43,8 +43,9 @@ def nvrtc_available() -> str:
 
 @pytest.fixture(scope="module")
 def templated(nvrtc_available: str) -> Iterator[tuple[nvrtc.CompileResult, Module]]:
-    result = nvrtc.compile(TEMPLATED, name="scale_add.cu", options=EXACT,
-                           name_expressions=("scale_add<float>", "scale_add<double>"))
+    result = nvrtc.compile(
+        TEMPLATED, name="scale_add.cu", options=EXACT, name_expressions=("scale_add<float>", "scale_add<double>")
+    )
     module = Module(result.ptx, name="scale_add.cu")
     yield result, module
     module.close()
@@ -66,8 +67,9 @@ def test_default_arch_is_the_devices(nvrtc_available: str) -> None:
 
 
 @pytest.mark.parametrize(("expression", "dtype"), [("scale_add<float>", np.float32), ("scale_add<double>", np.float64)])
-def test_templated_kernel_by_lowered_name(templated: tuple[nvrtc.CompileResult, Module], rng: np.random.Generator,
-                                          expression: str, dtype: type) -> None:
+def test_templated_kernel_by_lowered_name(
+    templated: tuple[nvrtc.CompileResult, Module], rng: np.random.Generator, expression: str, dtype: type
+) -> None:
     result, module = templated
     lowered = result.lowered_names[expression]
     assert lowered.startswith("_Z") and "scale_add" in lowered  # the C++ mangled symbol
@@ -88,9 +90,11 @@ def test_source_generated_at_run_time(nvrtc_available: str, rng: np.random.Gener
     coefficients = [float(c) for c in rng.integers(-9, 10, size=4)]
     terms = " + ".join(f"({c!r}f * p{k})" for k, c in enumerate(coefficients))
     powers = "".join(f"    float p{k} = p{k - 1} * v;\n" for k in range(1, len(coefficients)))
-    source = (f'extern "C" __global__ void poly(float *out, const float *x, size_t n) {{\n'
-              f"  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
-              f"  if (i < n) {{\n    float v = x[i];\n    float p0 = 1.0f;\n{powers}    out[i] = {terms};\n  }}\n}}\n")
+    source = (
+        f'extern "C" __global__ void poly(float *out, const float *x, size_t n) {{\n'
+        f"  size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x;\n"
+        f"  if (i < n) {{\n    float v = x[i];\n    float p0 = 1.0f;\n{powers}    out[i] = {terms};\n  }}\n}}\n"
+    )
     result = nvrtc.compile(source, name="poly.cu", options=EXACT)
     module = result.load()
     x = rng.standard_normal(N, dtype=np.float32)
@@ -110,10 +114,13 @@ def test_source_generated_at_run_time(nvrtc_available: str, rng: np.random.Gener
 
 def test_headers_from_strings_and_a_cubin(nvrtc_available: str, rng: np.random.Generator) -> None:
     major, minor = Device(0).compute_capability
-    source = '#include "consts.h"\nextern "C" __global__ void times(int *out, const int *x, int n) {\n' \
-             "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = x[i] * FACTOR;\n}\n"
-    result = nvrtc.compile(source, name="times.cu", options=(f"-arch=sm_{major}{minor}",),
-                           headers={"consts.h": "#define FACTOR 7\n"})
+    source = (
+        '#include "consts.h"\nextern "C" __global__ void times(int *out, const int *x, int n) {\n'
+        "  int i = blockIdx.x * blockDim.x + threadIdx.x;\n  if (i < n) out[i] = x[i] * FACTOR;\n}\n"
+    )
+    result = nvrtc.compile(
+        source, name="times.cu", options=(f"-arch=sm_{major}{minor}",), headers={"consts.h": "#define FACTOR 7\n"}
+    )
     assert result.cubin is not None and result.cubin.startswith(b"\x7fELF") and result.image is result.cubin
     module = result.load()
     assert module.kind == "cubin"
@@ -127,7 +134,7 @@ def test_headers_from_strings_and_a_cubin(nvrtc_available: str, rng: np.random.G
 
 
 def test_compile_error_carries_the_log(nvrtc_available: str) -> None:
-    source = '__global__ void broken(float *out) {\n  out[0] = undefined_thing;\n}\n'
+    source = "__global__ void broken(float *out) {\n  out[0] = undefined_thing;\n}\n"
     with pytest.raises(rawcuda.NvrtcError) as info:
         nvrtc.compile(source, name="broken.cu")
     err = info.value

@@ -79,8 +79,10 @@ def test_reduction_partials_are_per_block(rng: np.random.Generator) -> None:
     assert abs(got.astype(np.float64).sum() - x.astype(np.float64).sum()) < 1e-3 * np.abs(x).sum()
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(1, 1, 1), (17, 33, 65), (64, 64, 64), (127, 129, 1), (513, 257, 1031),
-                                           (1, 1000, 7), (1000, 3, 513)])
+@pytest.mark.parametrize(
+    ("m", "n", "k"),
+    [(1, 1, 1), (17, 33, 65), (64, 64, 64), (127, 129, 1), (513, 257, 1031), (1, 1000, 7), (1000, 3, 513)],
+)
 def test_matmul(rng: np.random.Generator, m: int, n: int, k: int) -> None:
     a = rng.standard_normal((m, k), dtype=np.float32)
     b = rng.standard_normal((k, n), dtype=np.float32)

@@ -22,9 +22,23 @@ from tests.helpers import run_python
 pytestmark = pytest.mark.gpu
 
 ROWS = [
-    "cuInit", "cuDriverGetVersion", "cuMemAlloc", "cuMemFree", "cuMemGetInfo", "cuDeviceTotalMem", "cuCtxCreate",
-    "cuCtxDestroy", "cuModuleLoadDataEx", "cuLaunchKernel", "cuMemcpyHtoD", "cuMemcpyHtoDAsync", "cuStreamBeginCapture",
-    "cuMemAddressReserve", "cuMemCreate", "cuMemPrefetchAsync", "cuMemAdvise",
+    "cuInit",
+    "cuDriverGetVersion",
+    "cuMemAlloc",
+    "cuMemFree",
+    "cuMemGetInfo",
+    "cuDeviceTotalMem",
+    "cuCtxCreate",
+    "cuCtxDestroy",
+    "cuModuleLoadDataEx",
+    "cuLaunchKernel",
+    "cuMemcpyHtoD",
+    "cuMemcpyHtoDAsync",
+    "cuStreamBeginCapture",
+    "cuMemAddressReserve",
+    "cuMemCreate",
+    "cuMemPrefetchAsync",
+    "cuMemAdvise",
     "cuGraphInstantiate",  # a cuda.h *rename* (to cuGraphInstantiateWithFlags): asked for by the target's name
 ]
 CUDA_3_1 = 3010  # before CUDA 3.2 widened sizes and pointers to 64 bits (the _v2 functions)
@@ -64,8 +78,10 @@ def test_graph_instantiate_by_its_cuda_h_name_is_the_old_function() -> None:
     by_name = proc_address("cuGraphInstantiate")
     with_flags = table_address("cuGraphInstantiate")
     five_args = dlsym("cuGraphInstantiate_v2")
-    seen = (f"cuGetProcAddress('cuGraphInstantiate') -> {describe(by_name)}; cuGraphInstantiateWithFlags -> "
-            f"{describe(with_flags)}; cuGraphInstantiate_v2 -> {describe(five_args)}")
+    seen = (
+        f"cuGetProcAddress('cuGraphInstantiate') -> {describe(by_name)}; cuGraphInstantiateWithFlags -> "
+        f"{describe(with_flags)}; cuGraphInstantiate_v2 -> {describe(five_args)}"
+    )
     assert by_name != with_flags, seen
     assert by_name == five_args, seen
     assert proc_address("cuGraphInstantiateWithFlags") == with_flags, seen

@@ -35,11 +35,14 @@ def find_sanitizer() -> str | None:
 def test_sanitizer_finds_nothing() -> None:
     sanitizer = find_sanitizer()
     if sanitizer is None:
-        pytest.skip("compute-sanitizer is neither on PATH nor at /usr/local/cuda/bin (install the CUDA toolkit, "
-                    "or set COMPUTE_SANITIZER)")
+        pytest.skip(
+            "compute-sanitizer is neither on PATH nor at /usr/local/cuda/bin (install the CUDA toolkit, "
+            "or set COMPUTE_SANITIZER)"
+        )
     env = python_env(COMPUTE_SANITIZER=sanitizer)
-    proc = subprocess.run(["bash", str(SCRIPT), "--short"], cwd=ROOT, env=env, capture_output=True, text=True,
-                          timeout=TIMEOUT_S)
+    proc = subprocess.run(
+        ["bash", str(SCRIPT), "--short"], cwd=ROOT, env=env, capture_output=True, text=True, timeout=TIMEOUT_S
+    )
     output = proc.stdout + proc.stderr
     runs = [line for line in proc.stdout.splitlines() if re.match(r"sanitizer: (memcheck|racecheck) ", line)]
     assert len(runs) == SHORT_RUNS, output

@@ -24,8 +24,18 @@ from tests.helpers import run_python
 
 pytestmark = pytest.mark.gpu
 
-KINDS = ("buffer", "view", "pinned", "managed", "stream-with-work", "event", "module", "function",
-         "created-context", "default-context")
+KINDS = (
+    "buffer",
+    "view",
+    "pinned",
+    "managed",
+    "stream-with-work",
+    "event",
+    "module",
+    "function",
+    "created-context",
+    "default-context",
+)
 PER_CASE = 5  # kinds per child
 SAMPLED = 24  # permutations drawn at random (seeded)
 SEED = 2024
@@ -111,16 +121,17 @@ class Spec:
         return f"{self.ending}-{context}-" + "+".join(self.order)
 
     def json(self) -> str:
-        return json.dumps({"order": self.order, "ending": self.ending, "created": self.created,
-                           "midway": self.midway})
+        return json.dumps({"order": self.order, "ending": self.ending, "created": self.created, "midway": self.midway})
 
 
 def specs() -> list[Spec]:
     rng = random.Random(SEED)
     orders = list(itertools.permutations(KINDS, PER_CASE))
     chosen = [tuple(order) for order in rng.sample(orders, SAMPLED)]
-    cases = [Spec(order, ENDINGS[i % len(ENDINGS)], bool(i % 3 == 0), rng.randrange(1, PER_CASE))
-             for i, order in enumerate(chosen)]
+    cases = [
+        Spec(order, ENDINGS[i % len(ENDINGS)], bool(i % 3 == 0), rng.randrange(1, PER_CASE))
+        for i, order in enumerate(chosen)
+    ]
     # By hand: every kind in both directions, in both contexts, and the context closed before anything.
     cases += [
         Spec(KINDS, "normal", False, len(KINDS)),
@@ -172,13 +183,16 @@ print("exiting with", len(live), "live objects")
 """
 
 
-@pytest.mark.parametrize("order", [
-    ["buffer", "stream", "event", "module", "pinned", "managed"],
-    ["module", "pinned", "event", "stream", "buffer"],
-    ["created", "buffer", "stream", "module"],
-    ["created", "managed", "event", "close-context"],
-    ["created", "pinned", "buffer", "close-context", "module"],
-])
+@pytest.mark.parametrize(
+    "order",
+    [
+        ["buffer", "stream", "event", "module", "pinned", "managed"],
+        ["module", "pinned", "event", "stream", "buffer"],
+        ["created", "buffer", "stream", "module"],
+        ["created", "managed", "event", "close-context"],
+        ["created", "pinned", "buffer", "close-context", "module"],
+    ],
+)
 def test_exit_with_live_objects_is_clean(order: list[str]) -> None:
     if order[-1] == "module" and "close-context" in order:
         order = [o for o in order if o != "module"]

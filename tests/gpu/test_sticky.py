@@ -149,7 +149,7 @@ def run_child(code: str, **env: str) -> dict[str, Any]:
     proc = run_python(code, **env)
     assert proc.returncode == 0, f"status {proc.returncode}\nstdout:\n{proc.stdout}\nstderr:\n{proc.stderr}"
     assert proc.stderr == "", f"the child wrote to stderr:\n{proc.stderr}"
-    lines = [line[len(TAG):] for line in proc.stdout.splitlines() if line.startswith(TAG)]
+    lines = [line[len(TAG) :] for line in proc.stdout.splitlines() if line.startswith(TAG)]
     assert len(lines) == 1, proc.stdout
     result: dict[str, Any] = json.loads(lines[0])
     return result

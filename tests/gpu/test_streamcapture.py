@@ -27,8 +27,9 @@ N = 100_003  # not a multiple of any block size
 
 
 # --- what capture records -----------------------------------------------------------------------------------
-def test_async_copies_and_memsets_are_recorded(rng: np.random.Generator, stream: Stream,
-                                               vector_add: rawcuda.Function) -> None:
+def test_async_copies_and_memsets_are_recorded(
+    rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function
+) -> None:
     host_in = PinnedBuffer(N, np.float32)
     host_out = PinnedBuffer(N, np.float32)
     b = rng.standard_normal(N, dtype=np.float32)
@@ -61,15 +62,15 @@ def test_the_legacy_stream_cannot_capture() -> None:
 FORBIDDEN = {
     "synchronous copy": lambda buf, host, fn, stream: buf.copy_from(host),
     "to_array without stream": lambda buf, host, fn, stream: buf.to_array(),
-    "launch on the legacy stream":
-        lambda buf, host, fn, stream: fn.launch(grid_for(N, BLOCK), BLOCK, buf, buf, buf, N),
+    "launch on the legacy stream": lambda buf, host, fn, stream: fn.launch(grid_for(N, BLOCK), BLOCK, buf, buf, buf, N),
     "stream.synchronize": lambda buf, host, fn, stream: stream.synchronize(),
 }
 
 
 @pytest.mark.parametrize("action", sorted(FORBIDDEN))
-def test_forbidden_calls_inside_capture_say_what_to_do(action: str, rng: np.random.Generator, stream: Stream,
-                                                       vector_add: rawcuda.Function) -> None:
+def test_forbidden_calls_inside_capture_say_what_to_do(
+    action: str, rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function
+) -> None:
     host = rng.standard_normal(N, dtype=np.float32)
     buf = DeviceBuffer.from_array(host)
     with pytest.raises(StreamCaptureError) as caught, capture(stream) as graph:
@@ -86,8 +87,7 @@ def test_forbidden_calls_inside_capture_say_what_to_do(action: str, rng: np.rand
     buf.close()
 
 
-def test_an_exception_in_the_body_ends_the_capture_and_propagates(stream: Stream,
-                                                                  vector_add: rawcuda.Function) -> None:
+def test_an_exception_in_the_body_ends_the_capture_and_propagates(stream: Stream, vector_add: rawcuda.Function) -> None:
     buf = DeviceBuffer.zeros(N)
     mistake = KeyError("in the body")
     with pytest.raises(KeyError) as caught, capture(stream) as graph:

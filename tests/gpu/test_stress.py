@@ -97,8 +97,13 @@ class Entry:
         return self.buf.nbytes
 
     def overlaps(self, other: Entry) -> bool:
-        return (self.root is other.root and self.nbytes > 0 and other.nbytes > 0
-                and self.offset < other.offset + other.nbytes and other.offset < self.offset + self.nbytes)
+        return (
+            self.root is other.root
+            and self.nbytes > 0
+            and other.nbytes > 0
+            and self.offset < other.offset + other.nbytes
+            and other.offset < self.offset + self.nbytes
+        )
 
     def values(self) -> tuple[np.ndarray, np.ndarray]:
         """The model's values (this dtype and shape) and, per element, whether all its bytes are known."""
@@ -170,8 +175,11 @@ class Stress:
 
     def open_f32(self, shape: tuple[int, ...], avoid: tuple[Entry, ...] = ()) -> Entry:
         """An open float32 entry of exactly ``shape`` not overlapping ``avoid``: an existing one or a new one."""
-        fits = [e for e in self.entries if not e.closed and e.dtype == F32 and e.shape == shape
-                and not any(e.overlaps(a) for a in avoid)]
+        fits = [
+            e
+            for e in self.entries
+            if not e.closed and e.dtype == F32 and e.shape == shape and not any(e.overlaps(a) for a in avoid)
+        ]
         if fits and self.chance(0.7):
             return self.pick(fits)
         return self.new_entry(shape, F32, "from_array")
@@ -217,11 +225,13 @@ class Stress:
             result = action()
         except Exception as exc:
             if predicted is None:
-                raise StepFailedError(f"{where}: raised {type(exc).__name__}: {exc}; the model expected success") \
-                    from exc
+                raise StepFailedError(
+                    f"{where}: raised {type(exc).__name__}: {exc}; the model expected success"
+                ) from exc
             if not isinstance(exc, predicted) or not isinstance(exc, ACCEPTED):
-                raise StepFailedError(f"{where}: raised {type(exc).__name__}: {exc}; the model expected "
-                                      f"{predicted.__name__}") from exc
+                raise StepFailedError(
+                    f"{where}: raised {type(exc).__name__}: {exc}; the model expected {predicted.__name__}"
+                ) from exc
             self.stats[self.what.split()[0] + " refused"] += 1
             return False, None
         if predicted is not None:
@@ -237,9 +247,11 @@ class Stress:
         want_bytes = expected.view(np.uint8).reshape(entry.size, -1) if entry.size else None
         if got_bytes is not None and want_bytes is not None:
             bad = np.flatnonzero(known.reshape(-1) & (got_bytes != want_bytes).any(axis=1))
-            assert bad.size == 0, (f"seed {self.seed} step {self.step}: {self.what}: {bad.size} element(s) differ "
-                                   f"from the model, first at {bad[0]}: got {got.reshape(-1)[bad[0]]!r}, "
-                                   f"expected {expected.reshape(-1)[bad[0]]!r}")
+            assert bad.size == 0, (
+                f"seed {self.seed} step {self.step}: {self.what}: {bad.size} element(s) differ "
+                f"from the model, first at {bad[0]}: got {got.reshape(-1)[bad[0]]!r}, "
+                f"expected {expected.reshape(-1)[bad[0]]!r}"
+            )
 
     # --- the operations -------------------------------------------------------------------------------------
     def alloc(self) -> None:
@@ -344,8 +356,10 @@ class Stress:
     def device_to_device(self) -> None:
         dst = self.any_entry()
         if self.chance(0.7) and not dst.closed:  # usually a source that fits
-            src = self.pick([e for e in self.entries if e.dtype == dst.dtype and e.shape == dst.shape
-                             and not e.overlaps(dst)] or [self.new_entry(dst.shape, dst.dtype, "from_array")])
+            src = self.pick(
+                [e for e in self.entries if e.dtype == dst.dtype and e.shape == dst.shape and not e.overlaps(dst)]
+                or [self.new_entry(dst.shape, dst.dtype, "from_array")]
+            )
         else:
             src = self.any_entry()
         if src.overlaps(dst):  # cuMemcpyDtoD has memcpy's rule: no overlapping ranges
@@ -543,8 +557,13 @@ class Stress:
         a = self.open_f32((m, k))
         b = self.open_f32((k, n), avoid=(a,))
         c, a, b = self.corrupt([self.open_f32((m, n), avoid=(a, b)), a, b])
-        fits = (len(a.shape) == 2 and len(b.shape) == 2 and len(c.shape) == 2 and a.shape[1] == b.shape[0]
-                and c.shape == (a.shape[0], b.shape[1]))
+        fits = (
+            len(a.shape) == 2
+            and len(b.shape) == 2
+            and len(c.shape) == 2
+            and a.shape[1] == b.shape[0]
+            and c.shape == (a.shape[0], b.shape[1])
+        )
         launches = fits and c.size > 0
         predicted = self.kernel_prediction([c, a, b], fits, launches)
         if predicted is None:
@@ -569,8 +588,16 @@ class Stress:
 
     def run(self, steps: int) -> None:
         operations: list[tuple[Callable[[], None], int]] = [
-            (self.alloc, 3), (self.view, 2), (self.host_to_device, 3), (self.device_to_host, 3),
-            (self.device_to_device, 2), (self.fill, 2), (self.memset, 1), (self.close, 1), (self.launch, 4)]
+            (self.alloc, 3),
+            (self.view, 2),
+            (self.host_to_device, 3),
+            (self.device_to_host, 3),
+            (self.device_to_device, 2),
+            (self.fill, 2),
+            (self.memset, 1),
+            (self.close, 1),
+            (self.launch, 4),
+        ]
         weights = np.array([w for _, w in operations], float)
         for step in range(steps):
             self.step = step
@@ -589,9 +616,16 @@ class Stress:
 @pytest.mark.parametrize("seed", SEEDS)
 def test_random_sequences_match_the_model(seed: int) -> None:
     ctx = default_context()
-    for stem, name in (("vector_add", "vector_add"), ("saxpy", "saxpy"), ("elementwise", "gelu"),
-                       ("elementwise", "bias_relu"), ("transpose", "transpose_naive"),
-                       ("transpose", "transpose_padded"), ("reduce", "warp_reduce_sum"), ("matmul", "matmul")):
+    for stem, name in (
+        ("vector_add", "vector_add"),
+        ("saxpy", "saxpy"),
+        ("elementwise", "gelu"),
+        ("elementwise", "bias_relu"),
+        ("transpose", "transpose_naive"),
+        ("transpose", "transpose_padded"),
+        ("reduce", "warp_reduce_sum"),
+        ("matmul", "matmul"),
+    ):
         ops.kernel(stem, name, ctx)  # loaded up front, so the memory baseline includes the modules
     gc.collect()
     ctx.synchronize()
@@ -610,7 +644,20 @@ def test_random_sequences_match_the_model(seed: int) -> None:
     succeeded = {key.split()[0] for key, count in stress.stats.items() if key.endswith(" ok") and count}
     refused = sum(count for key, count in stress.stats.items() if key.endswith(" refused"))
     # The sequence must have exercised both sides: every kind of operation worked, and some were refused.
-    expected_kinds = {"alloc", "view", "copy_from", "to_array", "fill", "memset", "close", "vector_add", "saxpy",
-                      "sum", "transpose", "bias_relu", "gelu"}
+    expected_kinds = {
+        "alloc",
+        "view",
+        "copy_from",
+        "to_array",
+        "fill",
+        "memset",
+        "close",
+        "vector_add",
+        "saxpy",
+        "sum",
+        "transpose",
+        "bias_relu",
+        "gelu",
+    }
     assert expected_kinds <= succeeded, (expected_kinds - succeeded, stress.stats)
     assert refused > 0, stress.stats

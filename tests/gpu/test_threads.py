@@ -142,8 +142,12 @@ def shared_function_worker(index: int, tally: Tally, deadline: float) -> None:
     rng = np.random.default_rng()
     # Every thread's buffers have the same capacity, so a launch with another thread's n can never write
     # out of bounds -- it would only produce wrong (checked) results.
-    with Stream() as stream, DeviceBuffer.empty(MAX_N) as da, DeviceBuffer.empty(MAX_N) as db, \
-            DeviceBuffer.empty(MAX_N) as dc:
+    with (
+        Stream() as stream,
+        DeviceBuffer.empty(MAX_N) as da,
+        DeviceBuffer.empty(MAX_N) as db,
+        DeviceBuffer.empty(MAX_N) as dc,
+    ):
         iteration = 0
         while time.monotonic() < deadline:
             n = int(rng.integers(1, MAX_N))

@@ -121,8 +121,9 @@ def matmul(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, in
             checks.close(dc.to_array(), a64 @ b64, bound, f"matmul {m}x{k} @ {k}x{n}")
 
 
-def transposes(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, int], ...],
-               kinds: tuple[bool, ...]) -> None:
+def transposes(
+    checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, int], ...], kinds: tuple[bool, ...]
+) -> None:
     for rows, cols in shapes:
         x = rng.standard_normal((rows, cols)).astype(np.float32)
         for padded in kinds:
@@ -143,8 +144,9 @@ def reductions(checks: Checks, rng: np.random.Generator, lengths: tuple[int, ...
             # small integers add exactly in float32: any element read twice or skipped would show
             ints = rng.integers(-4, 5, n).astype(np.float32)
             with DeviceBuffer.from_array(ints) as di:
-                checks.equal(np.array([ops.sum(di)]), np.array([float(ints.astype(np.int64).sum())]),
-                             f"exact sum n={n}")
+                checks.equal(
+                    np.array([ops.sum(di)]), np.array([float(ints.astype(np.int64).sum())]), f"exact sum n={n}"
+                )
             whole.close()
 
 

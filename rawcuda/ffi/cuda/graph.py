@@ -25,56 +25,119 @@ from ..types import (
 ENTRIES = [
     # --- capture
     # _v2 added the capture *mode*; refusing the legacy stream (handle 0) is left to the caller.
-    decl("CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)",
-         "cuStreamBeginCapture_v2", CUstream, enum),
-    decl("CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)", "cuStreamEndCapture",
-         CUstream, P(CUgraph)),
-    decl("CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)",
-         "cuStreamIsCapturing", CUstream, P(enum)),
+    decl(
+        "CUresult cuStreamBeginCapture(CUstream hStream, CUstreamCaptureMode mode)",
+        "cuStreamBeginCapture_v2",
+        CUstream,
+        enum,
+    ),
+    decl("CUresult cuStreamEndCapture(CUstream hStream, CUgraph *phGraph)", "cuStreamEndCapture", CUstream, P(CUgraph)),
+    decl(
+        "CUresult cuStreamIsCapturing(CUstream hStream, CUstreamCaptureStatus *captureStatus)",
+        "cuStreamIsCapturing",
+        CUstream,
+        P(enum),
+    ),
     # Per-mode capture safety for this thread: returns the previous mode through the same pointer.
-    decl("CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)",
-         "cuThreadExchangeStreamCaptureMode", P(enum)),
+    decl(
+        "CUresult cuThreadExchangeStreamCaptureMode(CUstreamCaptureMode *mode)",
+        "cuThreadExchangeStreamCaptureMode",
+        P(enum),
+    ),
     # --- graphs and nodes
     decl("CUresult cuGraphCreate(CUgraph *phGraph, unsigned int flags)", "cuGraphCreate", P(CUgraph), c_uint),
     decl("CUresult cuGraphDestroy(CUgraph hGraph)", "cuGraphDestroy", CUgraph),
-    decl("CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)", "cuGraphClone",
-         P(CUgraph), CUgraph),
-    decl("CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, "
-         "const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)",
-         "cuGraphAddKernelNode_v2", P(CUgraphNode), CUgraph, P(CUgraphNode), c_size_t,
-         POINTER(CUDA_KERNEL_NODE_PARAMS)),
-    decl("CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, "
-         "const CUgraphNode *dependencies, size_t numDependencies)", "cuGraphAddEmptyNode",
-         P(CUgraphNode), CUgraph, P(CUgraphNode), c_size_t),
-    decl("CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)", "cuGraphGetNodes",
-         CUgraph, P(CUgraphNode), P(c_size_t)),
-    decl("CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)", "cuGraphNodeGetType",
-         CUgraphNode, P(enum)),
+    decl("CUresult cuGraphClone(CUgraph *phGraphClone, CUgraph originalGraph)", "cuGraphClone", P(CUgraph), CUgraph),
+    decl(
+        "CUresult cuGraphAddKernelNode(CUgraphNode *phGraphNode, CUgraph hGraph, "
+        "const CUgraphNode *dependencies, size_t numDependencies, const CUDA_KERNEL_NODE_PARAMS *nodeParams)",
+        "cuGraphAddKernelNode_v2",
+        P(CUgraphNode),
+        CUgraph,
+        P(CUgraphNode),
+        c_size_t,
+        POINTER(CUDA_KERNEL_NODE_PARAMS),
+    ),
+    decl(
+        "CUresult cuGraphAddEmptyNode(CUgraphNode *phGraphNode, CUgraph hGraph, "
+        "const CUgraphNode *dependencies, size_t numDependencies)",
+        "cuGraphAddEmptyNode",
+        P(CUgraphNode),
+        CUgraph,
+        P(CUgraphNode),
+        c_size_t,
+    ),
+    decl(
+        "CUresult cuGraphGetNodes(CUgraph hGraph, CUgraphNode *nodes, size_t *numNodes)",
+        "cuGraphGetNodes",
+        CUgraph,
+        P(CUgraphNode),
+        P(c_size_t),
+    ),
+    decl(
+        "CUresult cuGraphNodeGetType(CUgraphNode hNode, CUgraphNodeType *type)",
+        "cuGraphNodeGetType",
+        CUgraphNode,
+        P(enum),
+    ),
     # Edges give the order of the nodes (the node list itself has none). edgeData is passed NULL: rawcuda
     # never sets edge data, and a graph that has some answers CUDA_ERROR_LOSSY_QUERY instead of dropping it.
-    decl("CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, "
-         "size_t *numEdges)", "cuGraphGetEdges_v2", CUgraph, P(CUgraphNode), P(CUgraphNode), c_void_p, P(c_size_t)),
-    decl("CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)",
-         "cuGraphKernelNodeGetParams_v2", CUgraphNode, POINTER(CUDA_KERNEL_NODE_PARAMS)),
-    decl("CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)",
-         "cuGraphKernelNodeSetParams_v2", CUgraphNode, POINTER(CUDA_KERNEL_NODE_PARAMS)),
-    decl("CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)",
-         "cuGraphDebugDotPrint", CUgraph, c_char_p, c_uint),
+    decl(
+        "CUresult cuGraphGetEdges(CUgraph hGraph, CUgraphNode *from, CUgraphNode *to, CUgraphEdgeData *edgeData, "
+        "size_t *numEdges)",
+        "cuGraphGetEdges_v2",
+        CUgraph,
+        P(CUgraphNode),
+        P(CUgraphNode),
+        c_void_p,
+        P(c_size_t),
+    ),
+    decl(
+        "CUresult cuGraphKernelNodeGetParams(CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *nodeParams)",
+        "cuGraphKernelNodeGetParams_v2",
+        CUgraphNode,
+        POINTER(CUDA_KERNEL_NODE_PARAMS),
+    ),
+    decl(
+        "CUresult cuGraphKernelNodeSetParams(CUgraphNode hNode, const CUDA_KERNEL_NODE_PARAMS *nodeParams)",
+        "cuGraphKernelNodeSetParams_v2",
+        CUgraphNode,
+        POINTER(CUDA_KERNEL_NODE_PARAMS),
+    ),
+    decl(
+        "CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)",
+        "cuGraphDebugDotPrint",
+        CUgraph,
+        c_char_p,
+        c_uint,
+    ),
     # --- executable graphs
     # cuda.h maps cuGraphInstantiate to cuGraphInstantiateWithFlags: the oldest "cuGraphInstantiate"
     # symbol took error-node and log-buffer arguments instead of flags.
-    decl("CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)",
-         "cuGraphInstantiateWithFlags", P(CUgraphExec), CUgraph, c_ulonglong),
-    decl("CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)", "cuGraphUpload",
-         CUgraphExec, CUstream),
-    decl("CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)", "cuGraphLaunch",
-         CUgraphExec, CUstream),
+    decl(
+        "CUresult cuGraphInstantiate(CUgraphExec *phGraphExec, CUgraph hGraph, unsigned long long flags)",
+        "cuGraphInstantiateWithFlags",
+        P(CUgraphExec),
+        CUgraph,
+        c_ulonglong,
+    ),
+    decl("CUresult cuGraphUpload(CUgraphExec hGraphExec, CUstream hStream)", "cuGraphUpload", CUgraphExec, CUstream),
+    decl("CUresult cuGraphLaunch(CUgraphExec hGraphExec, CUstream hStream)", "cuGraphLaunch", CUgraphExec, CUstream),
     decl("CUresult cuGraphExecDestroy(CUgraphExec hGraphExec)", "cuGraphExecDestroy", CUgraphExec),
-    decl("CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, "
-         "CUgraphExecUpdateResultInfo *resultInfo)", "cuGraphExecUpdate_v2",
-         CUgraphExec, CUgraph, POINTER(CUgraphExecUpdateResultInfo)),
+    decl(
+        "CUresult cuGraphExecUpdate(CUgraphExec hGraphExec, CUgraph hGraph, CUgraphExecUpdateResultInfo *resultInfo)",
+        "cuGraphExecUpdate_v2",
+        CUgraphExec,
+        CUgraph,
+        POINTER(CUgraphExecUpdateResultInfo),
+    ),
     # Change one kernel node's arguments (or grid) in an instantiated graph without re-instantiating.
-    decl("CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, "
-         "const CUDA_KERNEL_NODE_PARAMS *nodeParams)", "cuGraphExecKernelNodeSetParams_v2",
-         CUgraphExec, CUgraphNode, POINTER(CUDA_KERNEL_NODE_PARAMS)),
+    decl(
+        "CUresult cuGraphExecKernelNodeSetParams(CUgraphExec hGraphExec, CUgraphNode hNode, "
+        "const CUDA_KERNEL_NODE_PARAMS *nodeParams)",
+        "cuGraphExecKernelNodeSetParams_v2",
+        CUgraphExec,
+        CUgraphNode,
+        POINTER(CUDA_KERNEL_NODE_PARAMS),
+    ),
 ]

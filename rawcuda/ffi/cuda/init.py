@@ -14,12 +14,17 @@ ENTRIES = [
     # 13000 means CUDA 13.0: the newest CUDA (and so PTX ISA) this driver understands.
     decl("CUresult cuDriverGetVersion(int *driverVersion)", "cuDriverGetVersion", P(c_int)),
     # Both hand back a pointer to a static string owned by the driver: never free it.
-    decl("CUresult cuGetErrorName(CUresult error, const char **pStr)", "cuGetErrorName",
-         enum, POINTER(c_char_p)),
-    decl("CUresult cuGetErrorString(CUresult error, const char **pStr)", "cuGetErrorString",
-         enum, POINTER(c_char_p)),
+    decl("CUresult cuGetErrorName(CUresult error, const char **pStr)", "cuGetErrorName", enum, POINTER(c_char_p)),
+    decl("CUresult cuGetErrorString(CUresult error, const char **pStr)", "cuGetErrorString", enum, POINTER(c_char_p)),
     # What the CUDA runtime uses instead of dlsym: "give me cuMemAlloc as it was in CUDA 11.0".
-    decl("CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, "
-         "CUdriverProcAddressQueryResult *symbolStatus)", "cuGetProcAddress_v2",
-         c_char_p, VOIDPP, c_int, cuuint64_t, P(enum)),
+    decl(
+        "CUresult cuGetProcAddress(const char *symbol, void **pfn, int cudaVersion, cuuint64_t flags, "
+        "CUdriverProcAddressQueryResult *symbolStatus)",
+        "cuGetProcAddress_v2",
+        c_char_p,
+        VOIDPP,
+        c_int,
+        cuuint64_t,
+        P(enum),
+    ),
 ]

@@ -13,26 +13,74 @@ from ..decl import decl
 from ..types import VOIDPP, CUfunction, CUhostFn, CUlaunchConfig, CUoccupancyB2DSize, CUstream, P
 
 ENTRIES = [
-    decl("CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
-         "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
-         "unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)",
-         "cuLaunchKernel", CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream,
-         VOIDPP, VOIDPP),
-    decl("CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, "
-         "void **extra)", "cuLaunchKernelEx", POINTER(CUlaunchConfig), CUfunction, VOIDPP, VOIDPP),
+    decl(
+        "CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+        "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
+        "unsigned int sharedMemBytes, CUstream hStream, void **kernelParams, void **extra)",
+        "cuLaunchKernel",
+        CUfunction,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        CUstream,
+        VOIDPP,
+        VOIDPP,
+    ),
+    decl(
+        "CUresult cuLaunchKernelEx(const CUlaunchConfig *config, CUfunction f, void **kernelParams, void **extra)",
+        "cuLaunchKernelEx",
+        POINTER(CUlaunchConfig),
+        CUfunction,
+        VOIDPP,
+        VOIDPP,
+    ),
     # All blocks resident at once, so they may synchronize grid-wide (cooperative groups).
-    decl("CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
-         "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
-         "unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)", "cuLaunchCooperativeKernel",
-         CUfunction, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, c_uint, CUstream, VOIDPP),
+    decl(
+        "CUresult cuLaunchCooperativeKernel(CUfunction f, unsigned int gridDimX, unsigned int gridDimY, "
+        "unsigned int gridDimZ, unsigned int blockDimX, unsigned int blockDimY, unsigned int blockDimZ, "
+        "unsigned int sharedMemBytes, CUstream hStream, void **kernelParams)",
+        "cuLaunchCooperativeKernel",
+        CUfunction,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        c_uint,
+        CUstream,
+        VOIDPP,
+    ),
     # Runs a host function in stream order. It runs on a driver thread and must not call CUDA.
-    decl("CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)", "cuLaunchHostFunc",
-         CUstream, CUhostFn, c_void_p),
-    decl("CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, "
-         "int blockSize, size_t dynamicSMemSize)", "cuOccupancyMaxActiveBlocksPerMultiprocessor",
-         P(c_int), CUfunction, c_int, c_size_t),
-    decl("CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, "
-         "CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)",
-         "cuOccupancyMaxPotentialBlockSize", P(c_int), P(c_int), CUfunction, CUoccupancyB2DSize, c_size_t,
-         c_int),
+    decl(
+        "CUresult cuLaunchHostFunc(CUstream hStream, CUhostFn fn, void *userData)",
+        "cuLaunchHostFunc",
+        CUstream,
+        CUhostFn,
+        c_void_p,
+    ),
+    decl(
+        "CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *numBlocks, CUfunction func, "
+        "int blockSize, size_t dynamicSMemSize)",
+        "cuOccupancyMaxActiveBlocksPerMultiprocessor",
+        P(c_int),
+        CUfunction,
+        c_int,
+        c_size_t,
+    ),
+    decl(
+        "CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, "
+        "CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)",
+        "cuOccupancyMaxPotentialBlockSize",
+        P(c_int),
+        P(c_int),
+        CUfunction,
+        CUoccupancyB2DSize,
+        c_size_t,
+        c_int,
+    ),
 ]
