@@ -24,9 +24,11 @@ its sonames newest first (the soname carries the CUDA major version, and one pro
 first through the loader's own search, then in the toolkit's library directories (``$CUDA_HOME/lib64``,
 ``/usr/local/cuda/...``), which the loader often does not know about.
 
-A library that cannot be found raises :class:`LibraryNotFoundError` with every candidate and why it
-failed. Layer 1 turns that into the error a user reads (``DriverNotFoundError``, ``NvrtcNotFoundError``),
-which says how to fix it; this layer only knows what happened.
+A library that opens but does not export the probe symbol (``cuInit``, ``nvrtcVersion``) is some other
+library -- libcudart, libm, a mistyped path -- and counts as a failed candidate, not as the driver. When
+no candidate opens, :class:`LibraryNotFoundError` lists each one and why it failed. Layer 1 turns that into
+the error a user reads (``DriverNotFoundError``, ``NvrtcNotFoundError``), which says how to fix it; this
+layer only knows what happened.
 """
 
 from __future__ import annotations
@@ -121,6 +123,11 @@ class Library:
             except OSError as exc:
                 why = str(exc) or type(exc).__name__
                 tried.append((name, why.removeprefix(f"{name}: ")))  # dlerror() starts with the name again
+                continue
+            if not hasattr(handle, self.probe):
+                # It opened, but it is some other library (libcudart, libm, a typo'd path): every call would fail
+                # as a "missing symbol" and advise a driver update. Say what it is not, and try the next one.
+                tried.append((name, f"not {self.name}: it does not export {self.probe}"))
                 continue
             return Opened(handle=handle, requested=name, path=resolved_path(handle, name, self.probe))
         raise LibraryNotFoundError(self, tried, env_set=bool(os.environ.get(self.env_var)))

@@ -15,7 +15,7 @@ import pytest
 
 from rawcuda.checked.errors import DriverNotFoundError
 from rawcuda.ffi import library
-from tests.helpers import run_python
+from tests.helpers import build_shared_library, run_python
 
 FAKE_OOM_FREE = 1 << 30  # what the fake's cuMemGetInfo reports as free
 
@@ -170,3 +170,20 @@ def test_driver_version_decodes_major_minor(fake_libcuda: Path) -> None:
         "import json, rawcuda\nprint(json.dumps(rawcuda.driver_version()))", RAWCUDA_LIBCUDA=str(fake_libcuda)
     )
     assert result == [13, 0]
+
+
+@pytest.mark.parametrize("other", ["libm.so.6", "fake_nvrtc_stand_in"])
+def test_a_library_that_is_not_libcuda_is_not_taken_for_the_driver(other: str, tmp_path: Path) -> None:
+    # RAWCUDA_LIBCUDA pointing at another library (libm, libcudart, a typo) used to open "successfully" and
+    # then fail every call with MissingSymbolError and the advice to update the NVIDIA driver.
+    if other == "fake_nvrtc_stand_in":
+        source = tmp_path / "other.c"
+        source.write_text("int nvrtcVersion(int *a, int *b) { *a = 1; *b = 0; return 0; }\n")
+        other = str(build_shared_library(source, tmp_path / "libother.so", "a library that is not libcuda"))
+    proc = run_python(
+        "import rawcuda\ntry:\n    rawcuda.init()\nexcept rawcuda.DriverNotFoundError as e:\n    print('RAISED', e)\n",
+        RAWCUDA_LIBCUDA=other,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert f"{other}: not libcuda: it does not export cuInit" in proc.stdout, proc.stdout
+    assert "RAWCUDA_LIBCUDA is set" in proc.stdout and "update the NVIDIA driver" not in proc.stdout
