@@ -279,7 +279,8 @@ class LaunchError(CudaError):
 
 
 class KernelFaultError(LaunchError):
-    """A kernel faulted on the GPU (illegal address, assert, misaligned access ...). Sticky."""
+    """A kernel faulted on the GPU (illegal address, assert, misaligned access ...), or another sticky error
+    (watchdog timeout, a contained hardware error): this process can no longer use CUDA."""
 
 
 class ContextPoisonedError(CudaError):

@@ -118,8 +118,9 @@ class Result(IntEnum):
     ERROR_UNKNOWN = 999
 
 
-#: Codes that leave the context unusable: after one of these every later call in the context fails
-#: with the same code, and only a new process (or, for the primary context, a reset) recovers.
+#: Codes after which this process can no longer use CUDA: every later call fails with the same code, in
+#: every context -- a new one too. cuda.h says of each "the process must be terminated and relaunched"
+#: (of ASSERT: the context "must be destroyed"); tests/cpu/test_errors.py reads that from the header.
 STICKY: frozenset[Result] = frozenset(
     {
         Result.ERROR_ILLEGAL_ADDRESS,
@@ -131,6 +132,10 @@ STICKY: frozenset[Result] = frozenset(
         Result.ERROR_INVALID_PC,
         Result.ERROR_LAUNCH_FAILED,
         Result.ERROR_TENSOR_MEMORY_LEAK,
+        Result.ERROR_LAUNCH_TIMEOUT,  # the watchdog stopped a kernel
+        Result.ERROR_CONTAINED,  # an error the hardware contained (e.g. on NVLink)
+        Result.ERROR_EXTERNAL_DEVICE,  # an external device signalled an error
+        Result.ERROR_MPS_CLIENT_TERMINATED,  # the MPS server terminated this client
     }
 )
 

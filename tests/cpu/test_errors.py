@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import pickle
+import re
+from pathlib import Path
 
 import pytest
 
@@ -89,3 +92,22 @@ def test_format_bytes() -> None:
     assert format_bytes(1023) == "1023 bytes"
     assert format_bytes(1024) == "1.00 KiB (1024 bytes)"
     assert format_bytes(1 << 40) == "1.00 TiB (1099511627776 bytes)"
+
+
+HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
+
+
+@pytest.mark.skipif(not HEADER.exists(), reason=f"no CUDA header at {HEADER}")
+def test_sticky_codes_are_the_ones_cuda_h_says_end_the_process() -> None:
+    # cuda.h documents each sticky code: "To continue using CUDA, the process must be terminated and
+    # relaunched" (ASSERT: "the context cannot be used anymore, and must be destroyed"). STICKY once
+    # missed LAUNCH_TIMEOUT, CONTAINED and EXTERNAL_DEVICE, so they raised no KernelFaultError and
+    # poisoned nothing.
+    text = HEADER.read_text()
+    documented = set()
+    for m in re.finditer(r"/\*\*((?:(?!\*/).)*)\*/\s*CUDA_(ERROR_\w+)\s*=\s*\d+", text, re.S):
+        comment = " ".join(m.group(1).replace("*", " ").split())
+        if "must be terminated and relaunched" in comment or "cannot be used anymore" in comment:
+            documented.add(m.group(2))
+    assert documented == {code.name for code in STICKY}
+    assert all(error_class(code) is rawcuda.KernelFaultError for code in STICKY)
