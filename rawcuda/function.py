@@ -140,7 +140,10 @@ class Function:
         Launching one Function from several threads at once is safe (packed blocks are never rewritten).
         """
         key = (grid, block, shared_mem, stream)
-        prepared = self._prepared.get(key)
+        try:
+            prepared = self._prepared.get(key)
+        except TypeError:  # a grid or block given as a list is unhashable: the slow path checks and converts it
+            prepared = None
         generation = closes.generation
         if prepared is None or self._generation != generation:
             prepared = self._prepare(grid, block, shared_mem, stream)
@@ -184,12 +187,16 @@ class Function:
         h_stream = stream_handle(stream, self.context)
         prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
         if len(self._prepared) < _MAX_CONFIGS:
-            self._prepared[(grid, block, shared_mem, stream)] = prepared
+            self._prepared[(_hashable(grid), _hashable(block), shared_mem, stream)] = prepared
         return prepared
 
     def configure(self, grid: Any, block: Any, shared_mem: int = 0) -> LaunchConfig:
         """Check a launch configuration against the device and the kernel (remembered once checked)."""
-        config = self._configs.get((grid, block, shared_mem))
+        key = (_hashable(grid), _hashable(block), shared_mem)
+        try:
+            config = self._configs.get(key)
+        except TypeError:  # something unhashable: not a valid configuration, as the checks below will say
+            config = None
         if config is not None:
             return config
         g, b = _dims("grid", grid), _dims("block", block)
@@ -212,7 +219,7 @@ class Function:
         self._configure_shared(shared_mem, limits)
         config: LaunchConfig = (*g, *b, int(shared_mem))
         if len(self._configs) < _MAX_CONFIGS:
-            self._configs[(grid, block, shared_mem)] = config
+            self._configs[key] = config
         return config
 
     def _limits(self) -> dict[str, Any]:
@@ -290,6 +297,11 @@ class BoundLaunch:
         """New arguments for the same configuration (checked and packed now)."""
         self.args = args
         self._bind()
+
+
+def _hashable(dims: Any) -> Any:
+    """A grid or block as a cache key: a list (which _dims accepts) becomes a tuple of the same numbers."""
+    return tuple(dims) if isinstance(dims, list) else dims
 
 
 def _integral(value: Any) -> int | None:

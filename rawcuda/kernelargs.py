@@ -58,7 +58,8 @@ class ParamSpec:
             return cls("bytes", param.size, f"{param.type}[{param.count}]")
         if param.type in _FLOAT_TYPES:
             return cls("float", param.size, param.type)
-        if param.type in _HALF_TYPES:
+        if param.type in _HALF_TYPES or param.size not in _UINT_SLOT:
+            # Halves have no Python scalar; a .b128 (CUDA's __int128, or 16 raw bytes) has no ctypes integer.
             return cls("bytes", param.size, param.type)
         return cls("int", param.size, param.type)
 

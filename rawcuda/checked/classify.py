@@ -60,7 +60,6 @@ _CLASS_BY_CODE: dict[int, type[CudaError]] = {
     R.ERROR_NOT_FOUND: NotFoundError,
     R.ERROR_NOT_READY: NotReadyError,
     R.ERROR_LAUNCH_OUT_OF_RESOURCES: LaunchError,
-    R.ERROR_LAUNCH_TIMEOUT: LaunchError,
     R.ERROR_LAUNCH_INCOMPATIBLE_TEXTURING: LaunchError,
     R.ERROR_COOPERATIVE_LAUNCH_TOO_LARGE: LaunchError,
     R.ERROR_INVALID_CLUSTER_SIZE: LaunchError,

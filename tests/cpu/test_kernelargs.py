@@ -138,3 +138,17 @@ def test_objects_with_cuda_array_interface_pass_their_address_and_are_not_cached
 
     packed = ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((Foreign(),))
     assert ctypes.c_uint64.from_address(packed[1][0]).value == ADDRESS + 64 and packed[0] is None
+
+
+def test_a_128_bit_parameter_takes_its_sixteen_bytes() -> None:
+    # `.param .b128` (an __int128 argument) once made Module.function() raise KeyError: 16 -- there is no
+    # 16-byte ctypes integer to hold it. It is a 16-byte value: bytes, a ctypes Structure or a numpy record.
+    info = ptx.parse(
+        ".version 8.3\n.target sm_90\n.address_size 64\n.visible .entry k(.param .b128 k_param_0)\n{ ret; }\n"
+    )
+    packer = ArgPacker("k", [ParamSpec.from_ptx(p) for p in info.entries["k"].params])
+    value = bytes(range(3, 19))
+    packed = packer.pack((value,))
+    assert ctypes.string_at(packed.array[0], 16) == value
+    with pytest.raises(ArgumentError, match="16"):
+        packer.pack((value[:8],))

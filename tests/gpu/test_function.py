@@ -126,3 +126,18 @@ def test_bound_launch_repeats_and_rechecks_after_a_close(
         launch()  # re-checked after the close: never a launch on freed memory
     da.close()
     dc.close()
+
+
+def test_a_list_grid_or_block_launches_like_a_tuple(vector_add: rawcuda.Function) -> None:
+    # _dims accepts lists, but the launch cache keyed on them raised "TypeError: unhashable type: 'list'".
+    rng = np.random.default_rng()
+    a = rng.standard_normal(1000, dtype=np.float32)
+    b = rng.standard_normal(1000, dtype=np.float32)
+    with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, DeviceBuffer.empty(1000) as dc:
+        for grid, block in (([4], [256]), ([4, 1], (256, 1, 1)), (4, [256, 1, 1])):
+            dc.fill(np.float32(np.nan))
+            vector_add.launch(grid, block, dc, da, db, 1000)
+            assert (dc.to_array() == a + b).all()
+            dc.fill(np.float32(np.nan))
+            vector_add.bind(grid, block, dc, da, db, 1000)()
+            assert (dc.to_array() == a + b).all()

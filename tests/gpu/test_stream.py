@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import gc
+
+import numpy as np
 import pytest
 
-from rawcuda import Event, Stream
+import rawcuda
+from rawcuda import DeviceBuffer, Event, Module, PinnedBuffer, Stream
 from rawcuda.context import default_context
 
 pytestmark = pytest.mark.gpu
@@ -31,3 +35,28 @@ def test_event_rules() -> None:
     assert start.elapsed_ms(end) >= 0
     for ev in (e, quiet, start, end):
         ev.close()
+
+
+def test_a_collected_stream_waits_for_its_pending_copies_before_letting_go() -> None:
+    # close() waited for pending async copies; garbage collection did not: the finalizer destroyed the
+    # stream and released the host arrays at once, with the copy still queued behind a kernel -- a
+    # use-after-free of host memory. Now the finalizer synchronizes first.
+    spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
+    spin.launch(1, 1, 0)
+    n = 1 << 20
+    with DeviceBuffer.from_array(np.arange(n, dtype=np.float32)) as device:
+        s = Stream()
+        spin.launch(1, 1, 300_000_000, stream=s)  # 0.3 s of GPU time ahead of the copy
+        host = PinnedBuffer(n, np.float32)
+        device.copy_to(host.array, stream=s)  # pending behind the kernel; the stream holds host's array
+        done = Event(timing=False).record(s)
+        was_gc = gc.isenabled()
+        gc.disable()
+        try:
+            del s  # no close(): the finalizer runs now (reference count zero)
+            assert done.query(), "the stream was destroyed with its copy still pending"
+        finally:
+            if was_gc:
+                gc.enable()
+        assert (host.array == np.arange(n, dtype=np.float32)).all()
+        host.close()
