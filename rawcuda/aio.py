@@ -58,7 +58,7 @@ import contextlib
 import itertools
 import threading
 from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any
 
 from .checked import cu
 from .context import Context
@@ -67,22 +67,29 @@ from .ffi.types import CUhostFn
 from .stream import Stream
 
 
-@runtime_checkable
-class RecordedEvent(Protocol):
-    """What ``await`` needs of an event (:class:`rawcuda.event.Event` is one).
+class WaitableEvent:
+    """The base of what ``await`` accepts besides a Stream: :class:`rawcuda.event.Event` derives from it.
 
-    Why a protocol and not the class? event.py imports this module (``Event.__await__`` calls :func:`wait`),
-    so this module cannot import event.py; it names what it uses instead.
+    Why a base class owned here, and not ``isinstance(target, Event)``? event.py imports this module
+    (``Event.__await__`` calls :func:`wait`), so this module cannot import event.py. A base class keeps the
+    check by *type*: an object that merely has the same attributes -- a mock, another library's event -- is
+    refused before any of its values reaches the driver (a made-up handle passed to cuStreamWaitEvent can
+    crash the process).
     """
 
-    context: Context
+    __slots__ = ()
+
+    context: Context  # (annotations only: the subclass provides them)
 
     @property
-    def handle(self) -> int: ...
+    def handle(self) -> int:
+        raise NotImplementedError
 
-    def require_recorded(self, action: str) -> None: ...
+    def require_recorded(self, action: str) -> None:
+        raise NotImplementedError
 
-    def query(self) -> bool: ...
+    def query(self) -> bool:
+        raise NotImplementedError
 
 
 #: While a wait is pending, how often to ask the GPU directly whether a sticky error has stopped the host
@@ -158,7 +165,7 @@ def orphaned() -> int:
         return _counts.orphans
 
 
-async def wait(target: Stream | RecordedEvent, *, check_interval_s: float = ERROR_CHECK_INTERVAL_S) -> None:
+async def wait(target: Stream | WaitableEvent, *, check_interval_s: float = ERROR_CHECK_INTERVAL_S) -> None:
     """Wait until the work queued on a stream so far, or the work before a recorded event, has finished.
 
     Never blocks the event loop. ``await stream`` and ``await event`` call this.
@@ -182,7 +189,7 @@ async def wait(target: Stream | RecordedEvent, *, check_interval_s: float = ERRO
 
 
 def _enqueue(
-    target: Stream | RecordedEvent, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]
+    target: Stream | WaitableEvent, loop: asyncio.AbstractEventLoop, future: asyncio.Future[None]
 ) -> tuple[int, Stream | None]:
     """Queue the host function behind ``target``'s work; returns the token and the internal stream used."""
     if isinstance(target, Stream):
@@ -200,7 +207,7 @@ def _enqueue(
             _forget(token)
             raise
         return token, None
-    if isinstance(target, RecordedEvent):
+    if isinstance(target, WaitableEvent):
         target.require_recorded("await")
         ctx = target.context
         ctx.activate()
@@ -241,4 +248,4 @@ def _release_waiter(stream: Stream, *, idle: bool) -> None:
         stream.close()
 
 
-__all__ = ["ERROR_CHECK_INTERVAL_S", "IDLE_WAIT_STREAMS", "RecordedEvent", "orphaned", "pending", "wait"]
+__all__ = ["ERROR_CHECK_INTERVAL_S", "IDLE_WAIT_STREAMS", "WaitableEvent", "orphaned", "pending", "wait"]

@@ -24,7 +24,7 @@ def _destroy_event(handle: int) -> None:
     cu.cuEventDestroy(handle)
 
 
-class Event(Resource):
+class Event(Resource, aio.WaitableEvent):
     """A CUDA event. ``timing=False`` makes a cheaper event usable only for ordering."""
 
     close_order = CloseOrder.EVENT

@@ -93,7 +93,8 @@ class GraphExec(Resource):
 
     def launch(self, stream: Stream | None = None) -> None:
         """Queue one replay of the whole graph on ``stream`` (the legacy default stream for None)."""
-        self.check_open()
+        if self._closed:  # (the hot path: a method call only when it will raise)
+            self.check_open()
         if self._generation != closes.generation:
             self._check_arguments_open()
             self._generation = closes.generation

@@ -108,17 +108,20 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bo
             slot.value = value & mask
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
-            if value.closed:
-                raise ClosedError(
-                    f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
-                    "(a closed buffer cannot be reopened)"
-                )
-            if context is not None and value.context.raw_handle != context.raw_handle:
+            # The common case costs one property (ptr) and one identity check: this runs for every buffer
+            # argument whenever a launch's arguments change.
+            if context is not None and value.context is not context and value.context.raw_handle != context.raw_handle:
                 raise ArgumentError(
                     f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
                     f"{context!r}: pass a buffer of the same context (or load the module there)"
                 )
-            slot.value = value.ptr
+            try:
+                slot.value = value.ptr
+            except ClosedError:
+                raise ClosedError(
+                    f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
+                    "(a closed buffer cannot be reopened)"
+                ) from None
             return True
         if isinstance(value, np.integer):
             slot.value = int(_numpy_scalar(value, spec)) & mask
@@ -233,6 +236,9 @@ class Packed(NamedTuple):
     slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
 
 
+_new_tuple = tuple.__new__
+
+
 class ArgPacker:
     """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel.
 
@@ -263,7 +269,9 @@ class ArgPacker:
                 raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
             slots.append(slot)
         array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
-        return Packed(args if cacheable else None, array, closes.generation, slots)
+        # tuple.__new__ rather than Packed(...): a NamedTuple's generated __new__ is a Python call, and this
+        # line runs whenever a launch's arguments change.
+        return _new_tuple(Packed, (args if cacheable else None, array, closes.generation, slots))
 
     def signature(self) -> str:
         return ", ".join(s.ptx_type for s in self.specs)

@@ -194,6 +194,7 @@ def stream_handle(stream: Stream | None, context: Context) -> int:
     if stream is None:
         return 0
     handle = stream.handle  # ClosedError for a closed stream
-    if stream.context.raw_handle != context.raw_handle:
-        raise ValueError(f"{stream!r} belongs to {stream.context!r}, not {context!r}: use a stream of the same context")
+    owner = stream.context
+    if owner is not context and owner.raw_handle != context.raw_handle:  # (identity first: the common case)
+        raise ValueError(f"{stream!r} belongs to {owner!r}, not {context!r}: use a stream of the same context")
     return handle

@@ -35,7 +35,7 @@ from . import process, tracing
 from .describe import make_error, make_nvrtc_error
 from .errors import DriverNotFoundError, ForkedProcessError, MissingSymbolError, NvrtcNotFoundError
 
-_bind_lock = threading.RLock()
+_bind_lock = tracing.bind_lock  # one lock for binding and for switching tracing (see tracing.py)
 
 
 class Namespace:
@@ -56,6 +56,7 @@ class Namespace:
         missing: Callable[[Decl, Opened], str],
         traced: bool,
         what: str,
+        name: str,
     ) -> None:
         # No C function is called "table" or starts with "_", so these never shadow a row.
         self.table = table
@@ -65,6 +66,7 @@ class Namespace:
         self._missing = missing
         self._traced = traced
         self._what = what
+        self._name = name  # the module-level name it is bound to (cu, nv): what pickling refers to
 
     def library(self) -> Opened:
         """The opened library (opened now if needed)."""
@@ -107,6 +109,8 @@ class Namespace:
             self._library.reset()
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name == "table":  # not a row (and, in a half-built copy, no table yet)
+            raise AttributeError(name)
         decl = self.table.get(name)
         if decl is None:
             raise AttributeError(
@@ -124,6 +128,10 @@ class Namespace:
 
     def __dir__(self) -> list[str]:
         return sorted(self.table)
+
+    def __reduce__(self) -> str:
+        # One namespace per table per process: a copy or an unpickled one is the same module-level object.
+        return self._name
 
 
 def _driver_missing(decl: Decl, opened: Opened) -> str:
@@ -163,6 +171,7 @@ cu = Namespace(
     missing=_driver_missing,
     traced=True,
     what="declaration table (rawcuda/ffi/cuda/)",
+    name="cu",
 )
 tracing.register_namespace(cu)
 #: The checked NVRTC functions: ``from rawcuda.checked import nv``.
@@ -174,6 +183,7 @@ nv = Namespace(
     missing=_nvrtc_missing,
     traced=False,
     what="NVRTC table (rawcuda/ffi/nvrtc.py)",
+    name="nv",
 )
 
 

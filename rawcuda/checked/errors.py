@@ -51,6 +51,10 @@ class LibraryMissingError(RawCudaError, OSError):
         head = self.head.format(names=", ".join(name for name, _ in self.tried))
         super().__init__("\n".join([head, *describe_tried(self.tried), "fix: " + fix]))
 
+    def __reduce__(self) -> tuple[object, ...]:
+        # The constructor takes the search, not the message: rebuild from the fields (worker processes).
+        return _rebuild, (type(self), dict(self.__dict__), self.args)
+
     @classmethod
     def from_search(cls, search: LibraryNotFoundError) -> LibraryMissingError:
         """The error to raise for the loader's report of a failed search (every candidate, and why)."""
@@ -191,7 +195,8 @@ class CudaError(RawCudaError):
 
 
 def _rebuild(cls: type[RawCudaError], state: dict[str, object], args: tuple[object, ...]) -> RawCudaError:
-    error = Exception.__new__(cls, *args)  # cls.__new__ would be MemoryError.__new__, which refuses
+    # cls.__new__ would be MemoryError.__new__ (OutOfMemoryError), which refuses; an OSError needs its own.
+    error = (OSError.__new__ if issubclass(cls, OSError) else Exception.__new__)(cls, *args)
     error.__dict__.update(state)
     error.args = args
     return error

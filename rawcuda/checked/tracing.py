@@ -59,18 +59,20 @@ class _Switch:
 
 
 _switch = _Switch()
-_swap_lock = threading.RLock()
+#: Held while a row is bound (binding.py) and while the tracer changes: a row bound during a switch must
+#: come out traced exactly when tracing is on, and a switch must not iterate a namespace that is growing.
+bind_lock = threading.RLock()
 
 
 def register_namespace(namespace: TracedNamespace) -> None:
     """Let tracing swap the functions of ``namespace`` (done once, by binding.py, for ``cu``)."""
-    with _swap_lock:
+    with bind_lock:
         _switch.namespaces.append(namespace)
 
 
 def register_slot(slot: TracedSlot) -> None:
     """Let tracing swap what a hot-path slot calls."""
-    with _swap_lock:
+    with bind_lock:
         _switch.slots.append(slot)
 
 
@@ -88,7 +90,7 @@ def wrapped(fn: Any, decl: Decl, *, checked: bool = True) -> Any:
 
 def set_tracer(new: Tracer | None) -> None:
     """Install (or with None remove) a tracer for every registered namespace and hot slot."""
-    with _swap_lock:
+    with bind_lock:
         _switch.tracer = new
         for namespace in _switch.namespaces:
             for name, fn in namespace.bound().items():

@@ -190,3 +190,13 @@ def test_wait_refuses_what_it_cannot_wait_for() -> None:
     with pytest.raises(TypeError, match="Stream or Event"):
         asyncio.run(aio.wait(42))  # type: ignore[arg-type]
     assert aio.pending() == 0
+
+
+def test_wait_refuses_what_only_looks_like_an_event() -> None:
+    # aio once recognised events by their attributes: a MagicMock (which has every attribute) reached
+    # cuStreamWaitEvent with a made-up handle and crashed the interpreter. Only rawcuda's own types pass.
+    from unittest.mock import MagicMock
+
+    for thing in (MagicMock(), object(), None):
+        with pytest.raises(TypeError, match="rawcuda Stream or Event"):
+            asyncio.run(aio.wait(thing))  # type: ignore[arg-type]

@@ -111,3 +111,13 @@ def test_sticky_codes_are_the_ones_cuda_h_says_end_the_process() -> None:
             documented.add(m.group(2))
     assert documented == {code.name for code in STICKY}
     assert all(error_class(code) is rawcuda.KernelFaultError for code in STICKY)
+
+
+@pytest.mark.parametrize("cls", [rawcuda.DriverNotFoundError, rawcuda.NvrtcNotFoundError])
+def test_library_errors_pickle(cls: type[rawcuda.RawCudaError]) -> None:
+    # Their constructor takes the search (candidates, env var), not the message: the default pickling of
+    # exceptions called it with the message alone and failed, so a worker process could not report one.
+    error = cls([("/opt/x/lib.so", "no such file"), ("lib.so", "not found")], env_var="X_LIB", env_set=False)
+    again = pickle.loads(pickle.dumps(error))
+    assert type(again) is cls and str(again) == str(error) and again.tried == error.tried
+    assert isinstance(again, OSError)

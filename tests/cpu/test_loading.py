@@ -187,3 +187,16 @@ def test_a_library_that_is_not_libcuda_is_not_taken_for_the_driver(other: str, t
     assert proc.returncode == 0, proc.stderr
     assert f"{other}: not libcuda: it does not export cuInit" in proc.stdout, proc.stdout
     assert "RAWCUDA_LIBCUDA is set" in proc.stdout and "update the NVIDIA driver" not in proc.stdout
+
+
+def test_a_namespace_copies_and_pickles_as_itself() -> None:
+    # One namespace per table per process. copy.copy(cu) once recursed forever (__getattr__ asked for the
+    # table of a half-built copy); now a copy, a deep copy or an unpickled cu is cu itself.
+    import copy
+    import pickle
+
+    from rawcuda.checked import cu, nv
+
+    for namespace in (cu, nv):
+        assert copy.copy(namespace) is namespace and copy.deepcopy(namespace) is namespace
+        assert pickle.loads(pickle.dumps(namespace)) is namespace

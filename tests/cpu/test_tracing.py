@@ -8,6 +8,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import pytest
+
 from tests.helpers import run_python
 
 TRACE_SCRIPT = """
@@ -67,3 +69,69 @@ def test_short_handles() -> None:
 
     assert short_handle(0) == "NULL" and short_handle(0x1234) == "0x1234"
     assert short_handle(0x7F3A2C001200) == "0x…001200"
+
+
+RACE_SCRIPT = """
+import ctypes, io, json, linecache, sys, threading
+import rawcuda
+from rawcuda.checked import cu, init
+direction = sys.argv[1]  # "on": thread B starts a trace while thread A binds a row; "off": B ends one
+target = "cuDriverGetVersion"
+init()
+paused, resume = threading.Event(), threading.Event()
+def tracer(frame, event, arg):  # stops thread A just before it stores the row it bound
+    if event == "call":
+        return tracer if frame.f_code.co_name == "__getattr__" else None
+    if event == "line":
+        text = linecache.getline(frame.f_code.co_filename, frame.f_lineno)
+        if "setattr(self, name, fn)" in text and frame.f_locals.get("name") == target:
+            paused.set()
+            resume.wait(5)
+    return tracer
+out = io.StringIO()
+block = rawcuda.trace(file=out)
+if direction == "off":
+    block.__enter__()
+def bind():
+    sys.settrace(tracer)
+    try:
+        getattr(cu, target)
+    finally:
+        sys.settrace(None)
+a = threading.Thread(target=bind)
+a.start()
+reached = paused.wait(5)
+def toggle():
+    block.__enter__() if direction == "on" else block.__exit__(None, None, None)
+b = threading.Thread(target=toggle)
+b.start()
+b.join(0.5)  # (with one lock, B waits for A here)
+resume.set()
+a.join(5)
+b.join(5)
+cu.cuDriverGetVersion(ctypes.byref(ctypes.c_int()))
+traced = target in out.getvalue()
+if direction == "on":
+    block.__exit__(None, None, None)
+print(json.dumps({"reached": reached, "traced": traced}))
+"""
+
+
+@pytest.mark.parametrize(("direction", "traced"), [("on", True), ("off", False)])
+def test_a_row_bound_while_tracing_switches_follows_the_switch(
+    fake_libcuda: Path, direction: str, traced: bool
+) -> None:
+    # Binding a row and switching tracing took two different locks: a row bound while a trace began stayed
+    # bare for the whole trace, and one bound while a trace ended stayed traced (every call paying for it).
+    # Thread A is stopped just before it stores its row; thread B switches tracing meanwhile.
+    import subprocess
+    import sys
+
+    from tests.helpers import ROOT, python_env
+
+    env = python_env(RAWCUDA_LIBCUDA=str(fake_libcuda))
+    proc = subprocess.run(
+        [sys.executable, "-c", RACE_SCRIPT, direction], cwd=ROOT, env=env, capture_output=True, text=True, timeout=60
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"reached": True, "traced": traced}
