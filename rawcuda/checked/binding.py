@@ -99,7 +99,9 @@ class Namespace:
 
     def bound(self) -> dict[str, Any]:
         """The rows bound so far: name -> the function now in the namespace."""
-        return {name: fn for name, fn in vars(self).items() if name in self.table}
+        # list() copies the items in one step: code that adds or deletes rows meanwhile (without the lock)
+        # cannot make this iteration fail half-way.
+        return {name: fn for name, fn in list(vars(self).items()) if name in self.table}
 
     def reset(self) -> None:
         """Forget every binding and the opened library (for tests that point the library elsewhere)."""

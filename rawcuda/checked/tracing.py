@@ -200,12 +200,17 @@ def trace(file: TextIO | None = None) -> Iterator[None]:
     """Print every driver call made inside the block (to ``file``, default stderr). Blocks may nest."""
     global _depth, _stream
     with _lock:
-        _depth += 1
         previous = _stream
         if file is not None:
             _stream = file
-        if _depth == 1:
-            set_tracer(_print)
+        if _depth == 0:
+            try:
+                set_tracer(_print)
+            except BaseException:  # entering failed: leave nothing behind (no __exit__ will run to undo it)
+                _stream = previous
+                set_tracer(None)
+                raise
+        _depth += 1
     try:
         yield
     finally:

@@ -39,21 +39,25 @@ def test_event_rules() -> None:
 
 def test_a_collected_stream_waits_for_its_pending_copies_before_letting_go() -> None:
     # close() waited for pending async copies; garbage collection did not: the finalizer destroyed the
-    # stream and released the host arrays at once, with the copy still queued behind a kernel -- a
-    # use-after-free of host memory. Now the finalizer synchronizes first.
+    # stream and released the host arrays at once, with the copy still queued -- a use-after-free of host
+    # memory. Now the finalizer synchronizes first. The copy is held back by an event of another stream
+    # (a Function would remember the stream it launched on, and the stream would not be collected).
     spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
     spin.launch(1, 1, 0)
     n = 1 << 20
-    with DeviceBuffer.from_array(np.arange(n, dtype=np.float32)) as device:
+    with DeviceBuffer.from_array(np.arange(n, dtype=np.float32)) as device, Stream() as other:
+        spin.launch(1, 1, 300_000_000, stream=other)  # 0.3 s of GPU time ...
+        gate = Event(timing=False).record(other)
         s = Stream()
-        spin.launch(1, 1, 300_000_000, stream=s)  # 0.3 s of GPU time ahead of the copy
+        s.wait(gate)  # ... that the copy on s waits for
         host = PinnedBuffer(n, np.float32)
-        device.copy_to(host.array, stream=s)  # pending behind the kernel; the stream holds host's array
+        device.copy_to(host.array, stream=s)  # pending; the stream holds host's array until it has run
         done = Event(timing=False).record(s)
+        assert not done.query()
         was_gc = gc.isenabled()
         gc.disable()
         try:
-            del s  # no close(): the finalizer runs now (reference count zero)
+            del s  # no close(): reference count zero, so the finalizer runs now
             assert done.query(), "the stream was destroyed with its copy still pending"
         finally:
             if was_gc:
