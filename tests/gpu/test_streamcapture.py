@@ -109,3 +109,35 @@ def test_a_graph_is_usable_only_after_its_capture(stream: Stream) -> None:
             pass
     assert graph.kernel_nodes() == []
     graph.close()
+
+
+def test_closing_the_stream_inside_its_capture_is_an_error_not_a_crash(vector_add: rawcuda.Function) -> None:
+    # Before the restructure, Capture.__exit__ passed the destroyed stream's handle to cuStreamEndCapture,
+    # and the real driver killed the interpreter (SIGSEGV, found by the attack on the H200). The end of the
+    # capture now asks the stream for its handle first: ClosedError, and the partial graph is discarded.
+    # Run in a child interpreter, so that a crash is a failed test rather than a dead test run.
+    from tests.helpers import run_python
+
+    script = (
+        "import numpy as np, rawcuda\n"
+        "from rawcuda import DeviceBuffer, Module, Stream, capture\n"
+        "fn = Module(rawcuda.kernels.ptx_path('vector_add')).function('vector_add')\n"
+        "buf = DeviceBuffer.zeros(256)\n"
+        "fn.launch(1, 256, buf, buf, buf, 256)\n"
+        "s = Stream()\n"
+        "try:\n"
+        "    with capture(s) as graph:\n"
+        "        fn.launch(1, 256, buf, buf, buf, 256, stream=s)\n"
+        "        s.close()\n"
+        "except rawcuda.ClosedError as exc:\n"
+        "    print('RAISED', type(exc).__name__, graph.closed)\n"
+        "with Stream() as t:\n"  # capture still works afterwards
+        "    with capture(t) as again:\n"
+        "        fn.launch(1, 256, buf, buf, buf, 256, stream=t)\n"
+        "    again.instantiate().launch(t)\n"
+        "    t.synchronize()\n"
+        "print('AFTER ok')\n"
+    )
+    proc = run_python(script)
+    assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
+    assert "RAISED ClosedError True" in proc.stdout and "AFTER ok" in proc.stdout, proc.stdout + proc.stderr
