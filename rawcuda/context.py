@@ -3,20 +3,17 @@
 A CUDA context owns everything you create: memory, modules, streams, events. Destroy it and every
 handle it issued dangles. The seed article's warning (section "RAII") is that Rust's drop order can
 destroy the Context before its DeviceBuffers, so ``cudaFree`` fails. rawcuda makes that impossible:
+every child holds a **strong reference** to its Context, so the context outlives them; ``close()`` is
+explicit and idempotent (``weakref.finalize`` is only the fallback, and never calls into a closed,
+poisoned or forked context, or a dying interpreter); ``Context.close()`` closes the children first.
 
-* every child object holds a **strong reference** to its Context, so the context outlives them;
-* ``close()`` is explicit and idempotent, ``with`` calls it, and ``weakref.finalize`` is only the
-  fallback -- a finalizer never raises, and never calls the driver once its context is closed, poisoned,
-  inherited through ``fork`` or the interpreter is shutting down (a leak at exit beats a crash at exit);
-* ``Context.close()`` synchronizes, closes the children it still tracks, *then* releases the context.
-
-Which context? By default the device's **primary context** (what the CUDA runtime, CuPy and torch use,
-so memory can be shared with them). ``Context.create()`` makes a private one with explicit flags.
+Which context? By default the device's **primary context** (the one the CUDA runtime, CuPy and torch
+use); ``Context.create()`` makes a private one with explicit flags.
 
 Which context is *current*? The driver keeps one per thread. Every rawcuda method makes its object's
 context current first (like ``cudaSetDevice``), so objects work from any thread; a per-thread cache makes
 that free when it is already current. ``with ctx:`` pushes the context and pops it on exit -- even when
-the body raises -- restoring what was current before.
+the body raises -- restoring what was current before (also when the body closed the context).
 
 A **sticky** error (a kernel faulted) leaves the context unusable. rawcuda marks it *poisoned*: every
 later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last
@@ -40,12 +37,13 @@ from typing import Any
 from . import checked
 from .checked import cu
 from .checked.errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError, KernelFaultError
+from .checked.process import env_flag
 from .device import Device
 from .ffi.constants import CtxFlag, Limit
 from .ffi.results import Result
 
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
-SYNC_LAUNCHES = os.environ.get("RAWCUDA_SYNC_LAUNCHES", "") not in ("", "0")
+SYNC_LAUNCHES = env_flag("RAWCUDA_SYNC_LAUNCHES")
 
 
 class CloseOrder(IntEnum):
@@ -183,6 +181,10 @@ class Context:
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
         previous = self._enter_stack.items.pop()
+        if getattr(self._enter_stack, "popped_by_destroy", False):  # closed inside the block: already popped
+            self._enter_stack.popped_by_destroy = False
+            _tls.handle = previous
+            return
         popped = c_void_p()
         try:
             cu.cuCtxPopCurrent(byref(popped))
@@ -280,6 +282,10 @@ class Context:
             self._closed = True
             self._unusable = "the context was closed"
             if self._poison is None and os.getpid() == self._pid:
+                if not self.is_primary and _current_handle() == self._handle:
+                    # cuCtxDestroy pops a context that is current on the calling thread (cuda.h): a
+                    # `with ctx:` around this close must not pop it a second time (see __exit__).
+                    self._enter_stack.popped_by_destroy = True
                 release = _release_primary if self.is_primary else _destroy_created
                 release(self._handle, self.device.handle)
             if _tls.handle == self._handle:
@@ -299,6 +305,16 @@ def _describe_launch(fn: Any) -> str:
         return "none recorded"
     grid, block, shared_mem, stream = fn.last_config
     return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream!r}"
+
+
+def _current_handle() -> int:
+    """The context current on this thread as the driver says; 0 for none, or when it cannot say. Never raises:
+    the poisoning hook asks while an error is being built."""
+    current = c_void_p()
+    getter = checked.quiet("cuCtxGetCurrent")
+    if getter is None or getter(byref(current)) != 0:
+        return 0
+    return current.value or 0
 
 
 def _release_primary(handle: int, device: int) -> None:
@@ -325,13 +341,9 @@ def _observe(error: CudaError) -> None:
         _tls.handle = None  # our cache may be stale (someone changed the current context): re-check next time
     if not isinstance(error, KernelFaultError):
         return
-    handle = _tls.handle
-    if handle is None:
-        current = c_void_p()
-        getter = checked.quiet("cuCtxGetCurrent")
-        if getter is None or getter(byref(current)) != 0 or not current.value:
-            return
-        handle = current.value
+    handle = _tls.handle or _current_handle()
+    if not handle:
+        return
     _poisoned_handles.add(handle)
     with _live_lock:
         victims = list(_live.get(handle, ()))

@@ -21,6 +21,7 @@ Two ways to move data, and why:
 from __future__ import annotations
 
 import math
+import weakref
 from ctypes import byref, c_uint64
 from typing import Any
 
@@ -61,7 +62,9 @@ class DeviceBuffer(Resource):
         super().__init__(ctx)
         self._ptr = ptr
         self._base: DeviceBuffer | None = None
-        self._views: list[DeviceBuffer] = []
+        # Weak: a view holds its base (the memory must outlive it), so a base holding its views strongly
+        # would make a cycle, and the memory would wait for the cyclic GC (or, with gc.disable(), forever).
+        self._views: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
         self._cai_stream: int | None = None
         if ptr:
             self._take_ownership(ptr)
@@ -163,8 +166,8 @@ class DeviceBuffer(Resource):
         view.shape, view.dtype, view.nbytes = dims, dt, nbytes
         view._ptr = self._ptr + start if nbytes else 0
         view._base = self if self._base is None else self._base
-        view._views, view._cai_stream = [], None
-        view._base._views.append(view)
+        view._views, view._cai_stream = weakref.WeakSet(), None
+        view._base._views.add(view)
         return view
 
     def __getitem__(self, index: slice) -> DeviceBuffer:
@@ -182,7 +185,7 @@ class DeviceBuffer(Resource):
 
     def close(self) -> None:
         """Free the memory now (views of it become closed too)."""
-        for view in self._views:
+        for view in list(self._views):
             view.close()  # a view owns nothing: this only makes later use a ClosedError
         self._views.clear()
         super().close()

@@ -30,6 +30,7 @@ the GrowableBuffer closes every view it handed out.
 
 from __future__ import annotations
 
+import weakref
 from ctypes import byref, c_size_t, c_uint64, c_ulonglong
 from typing import Any
 
@@ -172,8 +173,10 @@ class GrowableBuffer(Resource):
         self._base = base.value
         self._chunks: list[tuple[int, int, int]] = []  # (offset, nbytes, physical handle), in address order
         self._size = 0
-        self._view: _MappedView | None = None
-        self._views: list[_MappedView] = []
+        # Both weak: a view holds its GrowableBuffer, so strong references back would make cycles that only
+        # the cyclic GC frees (and, with gc.disable(), nothing frees).
+        self._view: weakref.ref[_MappedView] | None = None  # the current view, while someone holds it
+        self._views: weakref.WeakSet[_MappedView] = weakref.WeakSet()
         self._own(_teardown, self._base, self.capacity_bytes, self._chunks)
 
     # --- what it is -----------------------------------------------------------------------------------------
@@ -279,13 +282,14 @@ class GrowableBuffer(Resource):
     # --- views ----------------------------------------------------------------------------------------------
     @property
     def buffer(self) -> DeviceBuffer:
-        """A DeviceBuffer view of the ``size`` elements in use (owns nothing; the same object until grow())."""
+        """A DeviceBuffer view of the ``size`` elements in use (owns nothing; the same object until grow(), while
+        it is in use)."""
         self.check_open()
-        view = self._view
+        view = self._view() if self._view is not None else None
         if view is None or view.closed or view.size != self._size:
-            view = self._view = _MappedView(self, self._base if self._size else 0, self._size, self.dtype)
-            self._views = [v for v in self._views if not v.closed]
-            self._views.append(view)
+            view = _MappedView(self, self._base if self._size else 0, self._size, self.dtype)
+            self._view = weakref.ref(view)
+            self._views.add(view)
         return view
 
     def to_array(self, stream: Stream | None = None) -> np.ndarray:
@@ -301,7 +305,7 @@ class GrowableBuffer(Resource):
         """Close the views, then unmap every chunk, release the memory and free the address range."""
         if self._closed:
             return
-        for view in self._views:
+        for view in list(self._views):
             view.close()  # they own nothing: this only makes later use a ClosedError
         self._views.clear()
         self._view = None

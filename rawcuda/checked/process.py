@@ -1,4 +1,5 @@
-"""Layer 1: what this process has done with CUDA -- initialized it? inherited it through ``fork()``?
+"""Layer 1: what this process has done with CUDA -- initialized it? inherited it through ``fork()``? --
+and the switches it was started with (``RAWCUDA_TRACE=1``, ``RAWCUDA_SYNC_LAUNCHES=1``).
 
 Two facts, each needed by more than one file, so they live in one place with no imports of their own:
 
@@ -37,6 +38,15 @@ def forked_from() -> int | None:
     return _state.forked_from
 
 
+#: What turns a switch off: "RAWCUDA_TRACE=0" (or false, no, off, or empty) must not turn tracing on.
+OFF_WORDS = frozenset({"", "0", "false", "no", "off"})
+
+
+def env_flag(name: str) -> bool:
+    """True when the environment variable ``name`` is set to anything but an "off" word (any case)."""
+    return os.environ.get(name, "").strip().lower() not in OFF_WORDS
+
+
 def _after_fork_in_child() -> None:
     if _state.initialized_pid is not None:
         _state.forked_from = _state.initialized_pid
@@ -46,4 +56,4 @@ if hasattr(os, "register_at_fork"):
     os.register_at_fork(after_in_child=_after_fork_in_child)
 
 
-__all__ = ["forked_from", "initialized", "mark_initialized"]
+__all__ = ["OFF_WORDS", "env_flag", "forked_from", "initialized", "mark_initialized"]

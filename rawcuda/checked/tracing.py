@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
-import os
 import sys
 import threading
 import time
@@ -31,6 +30,7 @@ from ..ffi.decl import Decl
 from ..ffi.results import c_name
 from .describe import format_value, is_address
 from .errors import CudaError
+from .process import env_flag
 
 #: A tracer is called after every traced call with (row, arguments, result code, nanoseconds).
 Tracer = Callable[[Decl, Sequence[Any], int, int], None]
@@ -229,7 +229,7 @@ def enabled() -> bool:
 def from_environment() -> None:
     """``RAWCUDA_TRACE=1``: trace the whole process, as if everything ran inside ``with trace():``."""
     global _depth
-    if os.environ.get(ENV_VAR, "") not in ("", "0"):
+    if env_flag(ENV_VAR):
         with _lock:
             _depth += 1
             set_tracer(_print)

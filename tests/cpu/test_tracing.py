@@ -135,3 +135,17 @@ def test_a_row_bound_while_tracing_switches_follows_the_switch(
     )
     assert proc.returncode == 0, proc.stderr
     assert json.loads(proc.stdout.strip().splitlines()[-1]) == {"reached": True, "traced": traced}
+
+
+@pytest.mark.parametrize(
+    ("value", "on"),
+    [("1", True), ("yes", True), ("0", False), ("false", False), ("No", False), ("off", False), ("", False)],
+)
+def test_rawcuda_trace_off_words_mean_off(fake_libcuda: Path, value: str, on: bool) -> None:
+    # RAWCUDA_TRACE=0 was off, but "false", "no" and "off" turned tracing ON (anything but "" and "0" did).
+    proc = run_python(
+        "import rawcuda\nfrom rawcuda.checked import tracing\nprint('ON' if tracing.enabled() else 'OFF')\n",
+        RAWCUDA_TRACE=value,
+        RAWCUDA_LIBCUDA=str(fake_libcuda),
+    )
+    assert proc.stdout.strip().splitlines()[-1] == ("ON" if on else "OFF"), proc.stderr

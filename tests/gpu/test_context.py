@@ -15,6 +15,7 @@ import pytest
 
 import rawcuda
 from rawcuda import Context, DeviceBuffer, Event, Module, PinnedBuffer, Stream
+from rawcuda.checked import cu
 from rawcuda.context import default_context
 from rawcuda.ffi.constants import CtxFlag
 from tests.helpers import BLOCK, NAN32, grid_for
@@ -119,3 +120,37 @@ def test_every_class_works_from_a_second_thread(vector_add: rawcuda.Function, rn
     assert results["ms"] >= 0
     da.close()
     db.close()
+
+
+def test_closing_a_created_context_inside_its_with_block_keeps_the_stack() -> None:
+    # cuCtxDestroy pops a context that is current on the calling thread; __exit__ then popped once more:
+    # the caller's context went too (the next call failed), or, on an empty stack, ContextError (201).
+    def current() -> int:
+        handle = ctypes.c_void_p()
+        cu.cuCtxGetCurrent(ctypes.byref(handle))
+        return handle.value or 0
+
+    outer, inner = Context.create(), Context.create()
+    with outer:
+        with inner:
+            inner.close()
+        assert current() == outer.raw_handle  # the pop that cuCtxDestroy did was not repeated
+        with DeviceBuffer.from_array(np.arange(8, dtype=np.float32), outer) as buf:
+            assert (buf.to_array() == np.arange(8)).all()
+    outer.close()
+    # On an empty stack (a fresh thread): no ContextError, and the thread ends with nothing current.
+    result: list[object] = []
+
+    def alone() -> None:
+        try:
+            ctx = Context.create()
+            with ctx:
+                ctx.close()
+            result.append(current())
+        except Exception as exc:
+            result.append(exc)
+
+    worker = threading.Thread(target=alone)
+    worker.start()
+    worker.join()
+    assert result == [0]
