@@ -10,13 +10,19 @@ poisoned or forked context, or a dying interpreter); ``Context.close()`` closes 
 Which context? By default the device's **primary context** (the one the CUDA runtime, CuPy and torch
 use); ``Context.create()`` makes a private one with explicit flags.
 
-Which context is *current*? The driver keeps one per thread. Every rawcuda method makes its object's
-context current first (like ``cudaSetDevice``), so objects work from any thread; a per-thread cache makes
-that free when it is already current. ``with ctx:`` pushes the context and pops it on exit -- even when
-the body raises -- restoring what was current before (also when the body closed the context).
+Which context is *current*? The driver keeps one per thread, and other libraries change it too. Every
+rawcuda method makes its object's context current first (like ``cudaSetDevice``), asking the driver
+what is current rather than trusting a memory of it (:mod:`rawcuda.current` says why), so objects work
+from any thread and beside torch or CuPy. ``with ctx:`` pushes the context and pops it on exit -- even
+when the body raises, and also when the body closed the context.
 
-A **sticky** error (a kernel faulted) leaves the context unusable. rawcuda marks it *poisoned*: every
-later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last
+Host memory (pinned, managed) is seen through numpy views that rawcuda cannot revoke, and destroying a
+context frees every allocation in it. So while such a view is alive the context *holds*: ``close()``
+closes everything as usual, but the CUcontext itself is released when the last view is gone.
+
+A **sticky** error (a kernel faulted) leaves CUDA unusable for the rest of the process -- every context,
+not only the one that faulted (measured; see the poisoning section below). rawcuda marks every context
+*poisoned*: every later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last
 launch; ``RAWCUDA_SYNC_LAUNCHES=1`` synchronizes after every launch so the error points at the guilty kernel.
 The whole story, with the close order, is in docs/architecture.md ("Lifetimes", "Close order").
 """
@@ -30,7 +36,6 @@ import threading
 import weakref
 from collections.abc import Callable
 from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
-from enum import IntEnum
 from types import TracebackType
 from typing import Any
 
@@ -38,37 +43,15 @@ from . import checked
 from .checked import cu
 from .checked.errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError, KernelFaultError
 from .checked.process import env_flag
+from .closeorder import CloseOrder
+from .current import make_current, peek_current
 from .device import Device
 from .ffi.constants import CtxFlag, Limit
-from .ffi.results import Result
 
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
 SYNC_LAUNCHES = env_flag("RAWCUDA_SYNC_LAUNCHES")
 
 
-class CloseOrder(IntEnum):
-    """The order in which :meth:`Context.close` closes what it still owns: each before what it uses.
-
-    One table, so that no class has to know another's place. Every child class names its row
-    (``close_order = CloseOrder.STREAM``); lower closes first.
-    """
-
-    EXECUTABLE_GRAPH = 1  # uses the graph it was instantiated from
-    GRAPH = 2  # its nodes refer to kernels (modules) and buffers
-    MODULE = 3  # launches in flight were synchronized by Context.close() before anything closes
-    OTHER = 4  # a child that names no row
-    STREAM = 5  # closing waits for its queued work, which may still read events and memory
-    EVENT = 6
-    DEVICE_MEMORY = 7  # buffers, and views of them (which own nothing)
-    GROWABLE_MEMORY = 8  # after the DeviceBuffer views it handed out
-    HOST_MEMORY = 9  # last: async copies from pinned memory have drained with their streams
-
-
-class _ThreadState(threading.local):
-    handle: int | None = None  # the context handle rawcuda last made current on this thread
-
-
-_tls = _ThreadState()
 _live: dict[int, weakref.WeakSet[Context]] = {}  # handle -> live Context objects (to poison them all)
 _live_lock = threading.Lock()
 
@@ -89,8 +72,15 @@ class Context:
         self._pid = os.getpid()
         self.last_launch: Any = None  # the Function launched last (named in the poisoned-context error)
         self._enter_stack = threading.local()
+        self._holds = 0  # host views still alive (see hold()): the CUcontext outlives close() until they go
+        self._release_deferred = False
         with _live_lock:
             _live.setdefault(handle, weakref.WeakSet()).add(self)
+        if _poisoned_handles:  # a sticky error already ended CUDA in this process (see _observe)
+            self._poison, self._unusable = (
+                _poisoned_handles.get(handle) or next(iter(_poisoned_handles.values())),
+                "poisoned",
+            )
         release = _release_primary if primary else _destroy_created
         self._finalizer = weakref.finalize(self, _finalize_context, handle, device.handle, release, self._pid)
         self._finalizer.atexit = False  # at interpreter exit the process teardown frees it; calling in is risky
@@ -116,7 +106,6 @@ class Context:
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
         popped = c_void_p()
         cu.cuCtxPopCurrent(byref(popped))
-        _tls.handle = None
         return cls(handle.value or 0, dev, primary=False)
 
     # --- being current ---------------------------------------------------------------------------------
@@ -141,13 +130,12 @@ class Context:
             self._raise_unusable()
 
     def activate(self) -> None:
-        """Make this the thread's current context (free when it already is). Every method of every object
-        calls this before its first driver call; so do the launch paths, once per launch."""
+        """Make this the thread's current context (one cuCtxGetCurrent when it already is). Every method of
+        every object calls this before its first driver call; the launch paths only when a launch says the
+        wrong context is current (see rawcuda.current)."""
         if self._unusable is not None:
             self._raise_unusable()
-        if _tls.handle != self._handle:
-            cu.cuCtxSetCurrent(self._handle)
-            _tls.handle = self._handle
+        make_current(self._handle)
 
     def _raise_unusable(self) -> None:
         if self._unusable == _FORKED:
@@ -159,7 +147,8 @@ class Context:
                 details=[
                     f"poisoned by: {str(self._poison).splitlines()[0]}",
                     f"last kernel launched in it: {_describe_launch(self.last_launch)}",
-                    "start a new process; run with RAWCUDA_SYNC_LAUNCHES=1 to catch the faulting launch",
+                    "a new context does not help (the sticky error holds for the whole process): start a new "
+                    "process; run with RAWCUDA_SYNC_LAUNCHES=1 to catch the faulting launch",
                 ],
             )
         raise ClosedError(
@@ -170,26 +159,15 @@ class Context:
     def __enter__(self) -> Context:
         self.check_usable()
         cu.cuCtxPushCurrent(self._handle)
-        stack = getattr(self._enter_stack, "items", None)
-        if stack is None:
-            stack = self._enter_stack.items = []
-        stack.append(_tls.handle)
-        _tls.handle = self._handle
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        previous = self._enter_stack.items.pop()
         if getattr(self._enter_stack, "popped_by_destroy", False):  # closed inside the block: already popped
             self._enter_stack.popped_by_destroy = False
-            _tls.handle = previous
             return
-        popped = c_void_p()
-        try:
-            cu.cuCtxPopCurrent(byref(popped))
-        finally:
-            _tls.handle = previous
+        cu.cuCtxPopCurrent(byref(c_void_p()))
 
     # --- using it -----------------------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -281,18 +259,48 @@ class Context:
             self._finalizer.detach()
             self._closed = True
             self._unusable = "the context was closed"
-            if self._poison is None and os.getpid() == self._pid:
-                if not self.is_primary and _current_handle() == self._handle:
-                    # cuCtxDestroy pops a context that is current on the calling thread (cuda.h): a
-                    # `with ctx:` around this close must not pop it a second time (see __exit__).
-                    self._enter_stack.popped_by_destroy = True
-                release = _release_primary if self.is_primary else _destroy_created
-                release(self._handle, self.device.handle)
-            if _tls.handle == self._handle:
-                _tls.handle = None
             _forget_default(self)
+            if self._holds:
+                self._release_deferred = True  # a host view still points into it: the last one releases it
+            else:
+                self._release_handle()
         if errors:
             raise errors[0]
+
+    def _release_handle(self) -> None:
+        if self._poison is not None or os.getpid() != self._pid:
+            return  # never call into a poisoned context, or the parent's from a forked child
+        if not self.is_primary and peek_current() == self._handle:
+            # cuCtxDestroy pops a context that is current on the calling thread (cuda.h): a
+            # `with ctx:` around this close must not pop it a second time (see __exit__).
+            self._enter_stack.popped_by_destroy = True
+        release = _release_primary if self.is_primary else _destroy_created
+        release(self._handle, self.device.handle)
+
+    # --- host views: memory that numpy may still read after close() --------------------------------------------
+    def hold(self) -> None:
+        """Keep the CUcontext alive, even past :meth:`close`, until the matching :meth:`call_held`: for numpy
+        views of pinned and managed memory, which cuCtxDestroy (or the last primary release) would free."""
+        with self._lock:
+            self.check_usable()
+            self._holds += 1
+
+    def call_held(self, release: Callable[..., None], *args: Any) -> None:
+        """``release(*args)`` in this context (also after close()), then end one :meth:`hold`. A finalizer calls
+        it, on any thread: it never raises and leaves the thread's current context as it found it."""
+        with self._lock:
+            self._holds -= 1
+            alive = self._poison is None and os.getpid() == self._pid and not sys.is_finalizing()
+            with contextlib.suppress(Exception):
+                if alive:
+                    cu.cuCtxPushCurrent(self._handle)
+                    try:
+                        release(*args)
+                    finally:
+                        cu.cuCtxPopCurrent(byref(c_void_p()))
+                if self._holds == 0 and self._release_deferred:
+                    self._release_deferred = False
+                    self._release_handle()
 
     def __repr__(self) -> str:
         kind = "primary" if self.is_primary else "created"
@@ -305,16 +313,6 @@ def _describe_launch(fn: Any) -> str:
         return "none recorded"
     grid, block, shared_mem, stream = fn.last_config
     return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream!r}"
-
-
-def _current_handle() -> int:
-    """The context current on this thread as the driver says; 0 for none, or when it cannot say. Never raises:
-    the poisoning hook asks while an error is being built."""
-    current = c_void_p()
-    getter = checked.quiet("cuCtxGetCurrent")
-    if getter is None or getter(byref(current)) != 0:
-        return 0
-    return current.value or 0
 
 
 def _release_primary(handle: int, device: int) -> None:
@@ -332,24 +330,27 @@ def _finalize_context(handle: int, device: int, release: Callable[[int, int], No
         release(handle, device)
 
 
-# --- poisoning: sticky errors mark every Context object of the faulting context --------------------------
-_poisoned_handles: set[int] = set()
+# --- poisoning: a sticky error ends CUDA for the whole process ---------------------------------------------------
+# Measured on the H200 (tests/gpu/test_edges.py): after a kernel faults, every context fails with the same code --
+# the one that faulted, one created before it, one created after (cuCtxCreate itself fails), and the primary
+# context retained again. So every Context object is poisoned, not only those of the faulting handle, and
+# one made later is poisoned from birth.
+_poisoned_handles: dict[int, CudaError] = {}  # handle -> the sticky error that poisoned it
 
 
 def _observe(error: CudaError) -> None:
-    if error.code == Result.ERROR_INVALID_CONTEXT:
-        _tls.handle = None  # our cache may be stale (someone changed the current context): re-check next time
     if not isinstance(error, KernelFaultError):
         return
-    handle = _tls.handle or _current_handle()
-    if not handle:
-        return
-    _poisoned_handles.add(handle)
+    handle = peek_current()  # the call that failed ran in the current context: every caller activates first
     with _live_lock:
-        victims = list(_live.get(handle, ()))
-    for ctx in victims:
-        ctx._poison = error
-        ctx._unusable = "poisoned"
+        victims = [(h, ctx) for h, contexts in _live.items() for ctx in list(contexts)]
+        if handle:
+            _poisoned_handles.setdefault(handle, error)
+        for h, ctx in victims:
+            _poisoned_handles.setdefault(h, error)
+            if ctx._poison is None:
+                ctx._poison = error
+                ctx._unusable = "poisoned"
 
 
 checked.error_observers.append(_observe)
@@ -360,7 +361,6 @@ _FORKED = "inherited through fork()"
 
 
 def _mark_forked_contexts() -> None:
-    _tls.handle = None
     for contexts in _live.values():
         for ctx in list(contexts):
             ctx._unusable = _FORKED  # every use now raises ForkedProcessError; finalizers see the pid and leak

@@ -14,7 +14,8 @@ from typing import Any
 from . import aio
 from .checked import cu
 from .checked.errors import NotReadyError
-from .context import CloseOrder, Context, resolve
+from .closeorder import CloseOrder
+from .context import Context, resolve
 from .ffi.constants import EventFlag
 from .resource import Resource
 from .stream import Stream, stream_handle

@@ -96,6 +96,7 @@ class ManagedBuffer(DeviceBuffer):
         the context is synchronized first (see the module docstring) -- ask again after each launch.
         """
         self.check_open()
+        self.context.check_usable()  # in a forked child the memory is not mapped: a read would be SIGSEGV
         if self.nbytes == 0:
             return np.empty(self.shape, self.dtype)
         if not self.concurrent_access:

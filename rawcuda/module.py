@@ -24,7 +24,8 @@ from pathlib import Path
 from . import checked, ptx
 from .checked import cu
 from .checked.errors import CudaError, InvalidValueError, ModuleLoadError, NotFoundError
-from .context import CloseOrder, Context, resolve
+from .closeorder import CloseOrder
+from .context import Context, resolve
 from .ffi.constants import JitOption
 from .ffi.results import Result
 from .function import Function

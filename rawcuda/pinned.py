@@ -12,10 +12,19 @@ The flags (:class:`~rawcuda.ffi.constants.HostAllocFlag`) matter:
 * ``WRITECOMBINED`` -- the CPU writes it fast and the GPU reads it fast over PCIe, but **CPU reads are
   very slow** (uncached): use it only for buffers the host writes and never reads back.
 
-Lifetime and safety: the numpy array is a *view* of driver memory. If ``close()`` freed that memory while
-a view still existed, touching the view would crash the interpreter. So the memory belongs to the ctypes
-object under the views: ``close()`` gives up rawcuda's reference, and the memory is freed when the last
-view is gone too (immediately, in the usual case of no outside views).
+Lifetime and safety: the numpy array is a *view* of driver memory, and nothing can stop numpy from
+reading it. If ``close()`` freed that memory while a view still existed, touching the view would crash
+the interpreter. So the memory belongs to the ctypes object under the views: ``close()`` gives up
+rawcuda's reference, and the memory is freed when the last view is gone too (immediately, in the usual
+case of no outside views). The same holds for the *context*: destroying it would free the memory under
+the views, so a view keeps its context alive (:meth:`~rawcuda.context.Context.hold`) -- ``ctx.close()``
+closes everything, and the CUcontext itself goes with the last view.
+
+Two things a view cannot survive: a sticky error (the context is poisoned and rawcuda never calls into it
+again -- the memory is left mapped, not freed) and ``fork()``. The driver maps pinned and managed memory so
+that a forked child does not inherit it: a view the child touches is a segmentation fault that no library
+can intercept. In the child, ``buf.array`` raises :class:`~rawcuda.checked.errors.ForkedProcessError`;
+views obtained before the fork must not be touched there (fork before you allocate, or use "spawn").
 """
 
 from __future__ import annotations
@@ -29,20 +38,25 @@ from typing import Any
 import numpy as np
 
 from .checked import cu
-from .context import CloseOrder, Context, resolve
+from .closeorder import CloseOrder
+from .context import Context, resolve
 from .elements import normalize_dtype, normalize_shape
 from .ffi.constants import HostAllocFlag
-from .resource import Resource, finalize_child
+from .resource import Resource
 
 
 def host_view(
     ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype, context: Context, release: Any
 ) -> tuple[Any, np.ndarray]:
-    """A numpy array over ``nbytes`` at host address ``ptr``; ``release(ptr)`` runs when no view is left."""
+    """A numpy array over ``nbytes`` at host address ``ptr``; ``release(ptr)`` runs when no view is left.
+
+    Until then the context holds (see Context.hold): closing it must not free the memory under a view.
+    """
     if nbytes == 0:
         return None, np.empty(shape, dtype)
     raw = (ctypes.c_byte * nbytes).from_address(ptr)
-    finalizer = weakref.finalize(raw, finalize_child, context, release, ptr)
+    context.hold()
+    finalizer = weakref.finalize(raw, context.call_held, release, ptr)
     finalizer.atexit = False  # at exit the process teardown returns the memory
     return raw, np.frombuffer(raw, dtype=dtype).reshape(shape)
 
@@ -88,8 +102,10 @@ class PinnedBuffer(Resource):
 
     @property
     def array(self) -> np.ndarray:
-        """The numpy view of the pinned memory (stays valid even after close(), until you drop it)."""
+        """The numpy view of the pinned memory. It stays valid after this buffer's close() and its context's,
+        until you drop it (the memory goes with the last view); not in a forked child (ForkedProcessError)."""
         self.check_open()
+        self.context.check_usable()
         return self._array
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -100,6 +116,7 @@ class PinnedBuffer(Resource):
     def ptr(self) -> int:
         """The host address."""
         self.check_open()
+        self.context.check_usable()
         return self._ptr
 
     @property

@@ -22,7 +22,8 @@ from typing import Any
 
 from .checked import cu
 from .checked.errors import ClosedError
-from .context import CloseOrder, Context
+from .closeorder import CloseOrder
+from .context import Context
 
 
 def finalize_child(context: Context, release: Callable[..., None], *args: Any) -> None:

@@ -26,7 +26,8 @@ from typing import Any
 
 from .checked import cu
 from .checked.errors import NotReadyError
-from .context import CloseOrder, Context, resolve
+from .closeorder import CloseOrder
+from .context import Context, resolve
 from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 from .resource import Resource
 

@@ -127,6 +127,10 @@ CHILD_CODE = textwrap.dedent("""\
         cu.cuCtxSynchronize()  # below rawcuda: the driver itself keeps answering with the sticky error
     except rawcuda.CudaError as exc:
         record("raw_again", exc)
+    try:
+        rawcuda.Context.create(0)  # a brand-new context: does it start clean?
+    except rawcuda.CudaError as exc:
+        record("new_context", exc)
     print(tag + json.dumps(report))
 """)
 
@@ -283,8 +287,8 @@ def main(t: Tutorial) -> None:
     t.step("a kernel that writes to a bad address -> KernelFaultError, then ContextPoisonedError (child process)")
     t.say(f"the kernel (valid PTX, written by hand):\n{FAULT_PTX.rstrip()}")
     t.say(
-        f"launched with address {FAULT_ADDRESS:#x}. Such a fault is *sticky*: the context is ruined for the\n"
-        "rest of the process, so it runs in a fresh Python process; this one stays healthy."
+        f"launched with address {FAULT_ADDRESS:#x}. Such a fault is *sticky*: CUDA is ruined for the rest of\n"
+        "the process -- every context, old or new -- so it runs in a fresh Python process; this one stays healthy."
     )
     proc = subprocess.run(
         [sys.executable, "-c", CHILD_CODE, FAULT_PTX, hex(FAULT_ADDRESS), RESULT_TAG],
@@ -319,8 +323,15 @@ def main(t: Tutorial) -> None:
     raw_again = report.get("raw_again")
     if raw_again is not None:
         t.say(f"below rawcuda, cuCtxSynchronize kept failing with {raw_again['name']}: the driver's own answer")
+    new_context = report.get("new_context")
+    t.check(
+        new_context is not None and new_context["code"] == fault["code"],
+        "a brand-new context (Context.create) failed with the same code: the whole process is done with CUDA, "
+        "not only the context that faulted",
+    )
     t.say(
-        "what to do: a sticky error cannot be cleared -- save what you can and start a new process. To find\n"
+        "what to do: a sticky error cannot be cleared, not even by a fresh context -- save what you can and\n"
+        "start a new process (or, as here, run risky kernels in a child process from the start). To find\n"
         "the guilty kernel run with RAWCUDA_SYNC_LAUNCHES=1 (each launch waits for the GPU, so the error\n"
         "appears at its own launch) or under compute-sanitizer, which names the faulting instruction."
     )

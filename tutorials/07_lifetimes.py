@@ -10,7 +10,9 @@ each rule rawcuda's objects follow so that it cannot happen:
 3. a closed object raises ``ClosedError`` -- never a crash, never a call with a dangling handle;
 4. ``with`` closes on the way out, even when the body raises;
 5. an object nobody closed is freed by ``weakref.finalize`` when it is garbage-collected;
-6. a PinnedBuffer's numpy view keeps its memory alive after ``close()``; the memory goes with the last view.
+6. a PinnedBuffer's numpy view keeps its memory alive after ``close()``; the memory goes with the last view;
+7. ... and keeps its *context* alive too: ``ctx.close()`` closes everything, but the CUcontext (whose
+   destruction would free the memory under the view) is destroyed only when the last view goes.
 
 Run:  python tutorials/07_lifetimes.py [--step]
 """
@@ -175,6 +177,33 @@ def main(t: Tutorial) -> None:
     t.say(
         "freeing under a live view would turn every later read of it into a segfault; rawcuda ties the\n"
         "memory's life to the ctypes object every view refers to instead"
+    )
+    rule_7(t, data)
+
+
+def rule_7(t: Tutorial, data: np.ndarray) -> None:
+    t.step("rule 7: a host view outlives its context's close(); the context goes with the last view")
+    primary = rawcuda.default_context()
+    primary.synchronize()
+    free_before = primary.mem_info()[0]
+    ctx = Context.create(0)  # a created context takes device memory of its own: cuMemGetInfo shows it
+    pinned = PinnedBuffer.from_array(data, context=ctx)
+    view = pinned.array
+    ctx.close()  # cuCtxDestroy would free the pinned memory -- and crash the next read of `view`
+    t.check(ctx.closed and pinned.closed, "ctx.close() closed the context and every object in it")
+    t.check(bool(np.array_equal(view, data)), "yet the view still reads the right data (no crash)")
+    held = free_before - primary.mem_info()[0]
+    t.say(f"device memory still taken by the closed context while the view lives: {held / MIB:.0f} MiB")
+    t.check(held > MEMINFO_SLACK, "the CUcontext itself still exists: the view holds it")
+    del view  # the last view: cuMemFreeHost, then the deferred cuCtxDestroy
+    after = free_before - primary.mem_info()[0]
+    t.say(f"after `del view`: {after / MIB:.0f} MiB")
+    t.check(after < MEMINFO_SLACK, "the context was destroyed with its last view")
+    t.say(
+        "two things no view survives: a sticky error (rawcuda never calls into a poisoned context, so the\n"
+        "memory stays mapped and is not freed) and fork() -- the driver does not map pinned or managed\n"
+        "memory into a forked child, so there `pinned.array` raises ForkedProcessError, and a view taken\n"
+        "before the fork must not be touched"
     )
 
 

@@ -117,8 +117,10 @@ HINTS: dict[int, str] = {
 }
 
 STICKY_HINT = (
-    "this error is *sticky*: the context is now unusable and every later call in it fails with the same "
-    "code; only a new process recovers (to find the guilty kernel, synchronize after each launch)"
+    "this error is *sticky*: CUDA is now unusable in this whole process -- every later call fails with the "
+    "same code, in this context and in any new one (Context.create and Context.primary fail too); only a new "
+    "process recovers, so run risky kernels in a child process (tutorial 05). To find the guilty kernel, "
+    "synchronize after each launch (RAWCUDA_SYNC_LAUNCHES=1)"
 )
 
 #: Likely cause and fix for the codes people hit.

@@ -36,6 +36,9 @@ class StandInContext:
     def synchronize(self) -> None:
         self.synchronized += 1
 
+    def check_usable(self) -> None:
+        pass  # not closed, not poisoned, not forked
+
 
 def stand_in_buffer(concurrent: int, n: int = 8) -> tuple[ManagedBuffer, StandInContext, np.ndarray]:
     """A ManagedBuffer over host memory, with a stand-in context (no driver involved)."""
