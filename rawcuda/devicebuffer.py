@@ -15,7 +15,11 @@ Two ways to move data, and why:
   memory is pinned (:class:`~rawcuda.pinned.PinnedBuffer`); from pageable memory the driver stages it
   and the call returns once the data is safe.
 
-``__cuda_array_interface__`` (version 3) lets torch, CuPy and numba use a buffer without copying.
+``__cuda_array_interface__`` (version 3) lets torch, CuPy and numba use a buffer without copying. Its
+``stream`` is the consumer's to wait for, so it must name the stream whose work on this *memory* may still
+be pending -- whichever view or slice that work went through: every view shares its base's
+:class:`PendingStream`. A closed stream has finished its work (close() waits), so it is reported as None.
+Other libraries' arrays passed to rawcuda are the other direction: :mod:`rawcuda.interop`.
 """
 
 from __future__ import annotations
@@ -28,7 +32,8 @@ from typing import Any
 import numpy as np
 
 from .checked import cu
-from .context import CloseOrder, Context, resolve
+from .closeorder import CloseOrder
+from .context import Context, resolve
 from .elements import exact_element, normalize_dtype, normalize_shape
 from .ffi.constants import STREAM_LEGACY
 from .resource import Resource
@@ -42,6 +47,24 @@ _MEMSET_BY_SIZE = {
     4: ("cuMemsetD32", "cuMemsetD32Async", np.uint32),
 }
 _CAI_VERSION = 3
+
+
+class PendingStream:
+    """The stream of the last asynchronous rawcuda operation on some memory, shared by the buffer and every
+    view of it. It holds the Stream (strongly: a stream dropped with a copy still queued must stay nameable
+    until the consumer has waited on it); a synchronous operation, which waits for everything, clears it."""
+
+    __slots__ = ("stream",)
+
+    def __init__(self) -> None:
+        self.stream: Stream | None = None
+
+    def handle(self) -> int | None:
+        """The CAI ``stream`` value: the pending stream's handle, or None when nothing may be pending."""
+        stream = self.stream
+        if stream is None or stream.closed:
+            return None
+        return stream.handle or STREAM_LEGACY  # 0 is forbidden in the interface (ambiguous)
 
 
 def _free(ptr: int) -> None:
@@ -65,7 +88,7 @@ class DeviceBuffer(Resource):
         # Weak: a view holds its base (the memory must outlive it), so a base holding its views strongly
         # would make a cycle, and the memory would wait for the cyclic GC (or, with gc.disable(), forever).
         self._views: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
-        self._cai_stream: int | None = None
+        self.pending = PendingStream()  # shared with every view (see PendingStream)
         if ptr:
             self._take_ownership(ptr)
 
@@ -166,7 +189,7 @@ class DeviceBuffer(Resource):
         view.shape, view.dtype, view.nbytes = dims, dt, nbytes
         view._ptr = self._ptr + start if nbytes else 0
         view._base = self if self._base is None else self._base
-        view._views, view._cai_stream = weakref.WeakSet(), None
+        view._views, view.pending = weakref.WeakSet(), self.pending
         view._base._views.add(view)
         return view
 
@@ -268,13 +291,13 @@ class DeviceBuffer(Resource):
             ctx.synchronize()
             synchronous()
             ctx.synchronize()
-            self._cai_stream = None
+            self.pending.stream = None
             return
         handle = stream_handle(stream, ctx)
         ctx.activate()
         on_stream(handle)
         stream.keep_alive(keep)
-        self._cai_stream = handle or STREAM_LEGACY
+        self.pending.stream = stream
 
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:
@@ -313,8 +336,9 @@ class DeviceBuffer(Resource):
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
 
-        ``stream`` is the last stream an async rawcuda operation on this buffer used, or None after a
-        synchronous one (nothing pending). Kernels you launch are not tracked: synchronize before sharing.
+        ``stream`` is the last stream an async rawcuda operation on this memory used -- through this buffer
+        or any view of it -- or None after a synchronous one or once that stream is closed (nothing
+        pending). Kernels you launch are not tracked: synchronize (or record on that stream) before sharing.
         """
         self.check_open()
         return {
@@ -324,7 +348,7 @@ class DeviceBuffer(Resource):
             "data": (self._ptr, False),
             "strides": None,
             "version": _CAI_VERSION,
-            "stream": self._cai_stream,
+            "stream": self.pending.handle(),
         }
 
 

@@ -17,6 +17,8 @@ docs/architecture.md ("The launch path").
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 from ctypes import byref, c_int, c_uint, c_void_p
 from typing import TYPE_CHECKING, Any
 
@@ -26,13 +28,17 @@ from . import checked
 from .checked import cu
 from .checked.errors import ClosedError
 from .context import SYNC_LAUNCHES
+from .current import WRONG_CONTEXT_CODES, make_current
 from .ffi.attributes import DeviceAttribute as A
 from .ffi.attributes import FunctionAttribute
-from .kernelargs import ArgPacker, Packed, ParamSpec, same_objects
+from .interop import order_after
+from .kernelargs import EMPTY_PACK, ArgPacker, Packed, ParamSpec
 from .resource import closes
 from .stream import Stream, stream_handle
 
 DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
+POINTER_SIZE = 8  # bytes of a device pointer parameter (.u64 / .b64)
+POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
 
 # The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch; a
@@ -61,8 +67,7 @@ class Function:
         self._generation = closes.generation
         self._limit_cache: dict[str, Any] | None = None
         self._packer = ArgPacker(name, self.params, module.context)
-        self._same = same_objects(len(self.params))
-        self._packed = Packed(None, None, -1, [])  # the latest packed arguments (see ArgPacker)
+        self._packed = EMPTY_PACK  # the latest packed arguments (see ArgPacker)
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
         self.last_config: tuple[Any, ...] = (0, 0, 0, None)  # (grid, block, shared_mem, stream) of the last launch
 
@@ -148,14 +153,16 @@ class Function:
         if prepared is None or self._generation != generation:
             prepared = self._prepare(grid, block, shared_mem, stream)
         packed = self._packed
-        same = packed.args
-        if same is None or packed.generation != generation or len(args) != len(same) or not self._same(args, same):
+        if packed.generation != generation or not packed.same(args, packed.key):
             packed = self._packed = self._packer.pack(args)
         ctx = self.context
-        ctx.activate()
+        ctx.check_usable()  # no activate(): see rawcuda.current for why a launch need not ask what is current
+        if packed.waits:
+            ctx.activate()
+            order_after(packed.waits, prepared[-1].value or 0, ctx)
         rc = _launch_kernel.call(*prepared, packed.array, None)
         if rc:
-            checked.raise_for(rc, "cuLaunchKernel", (*prepared, packed.array, None))
+            launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch = self  # named in the error if a sticky fault ever poisons the context
         self.last_config = key
         if SYNC_LAUNCHES:
@@ -176,6 +183,22 @@ class Function:
     def pack(self, args: tuple[Any, ...]) -> Packed:
         """Check ``args`` against the kernel's signature and build a new ``kernelParams`` array for them."""
         return self._packer.pack(args)
+
+    def declare_read_only(self, *indices: int) -> Function:
+        """Say that the kernel only reads through these pointer parameters (0-based), so that another library's
+        read-only array (``__cuda_array_interface__`` data[1] = True) may be passed there. Why must you say
+        it? ``const`` is not part of a kernel's PTX signature: nothing else can tell. Returns the function."""
+        specs = list(self.params)
+        for index in indices:
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(specs):
+                raise IndexError(f"{self.name!r} has parameters 0..{len(specs) - 1}; {index!r} is not one of them")
+            if specs[index].size != POINTER_SIZE or specs[index].kind not in POINTER_KINDS:
+                raise ValueError(f"parameter {index} of {self.name!r} ({specs[index].ptx_type}) is not a pointer")
+            specs[index] = dataclasses.replace(specs[index], read_only=True)
+        self.params = tuple(specs)
+        self._packer = ArgPacker(self.name, self.params, self.context)
+        self._packed = EMPTY_PACK
+        return self
 
     def _prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
         """Validate once, then build the driver arguments (all but kernelParams) as ctypes objects."""
@@ -277,6 +300,7 @@ class BoundLaunch:
         packed = fn.pack(self.args)
         self._call = (*prepared, packed.array, None)  # every driver argument, as ctypes objects
         self._packed = packed  # keeps the slots the array points into alive
+        self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
         self._generation = closes.generation
 
     def __call__(self) -> None:
@@ -284,10 +308,15 @@ class BoundLaunch:
             self._bind()
         fn = self.function
         ctx = fn.context
-        ctx.activate()
+        ctx.check_usable()
+        if self._reread:  # a foreign array: its address and stream are read again at every launch
+            self._bind()
+            if self._packed.waits:
+                ctx.activate()
+                order_after(self._packed.waits, self._call[-3].value or 0, ctx)
         rc = _launch_kernel.call(*self._call)
         if rc:
-            checked.raise_for(rc, "cuLaunchKernel", self._call)
+            launch_failed(rc, ctx, self._call)
         ctx.last_launch = fn
         fn.last_config = self._spec
         if SYNC_LAUNCHES:
@@ -297,6 +326,20 @@ class BoundLaunch:
         """New arguments for the same configuration (checked and packed now)."""
         self.args = args
         self._bind()
+
+
+def launch_failed(rc: int, ctx: Any, call: tuple[Any, ...]) -> None:
+    """After a launch returned ``rc``: launch again if the thread's current context was the wrong one, else
+    raise. Why retry rather than check first? The check costs a driver call on every launch; the driver
+    refuses a launch in the wrong context without running anything (rawcuda.current), so the rare case pays."""
+    if rc in WRONG_CONTEXT_CODES:
+        ctx.activate()
+        rc = _launch_kernel.call(*call)
+        if not rc:
+            return
+    with contextlib.suppress(Exception):  # the error's observers look at the current context to poison it
+        make_current(ctx.raw_handle)
+    checked.raise_for(rc, "cuLaunchKernel", call)
 
 
 def _hashable(dims: Any) -> Any:

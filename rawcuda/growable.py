@@ -38,8 +38,9 @@ import numpy as np
 
 from .checked import cu
 from .checked.errors import NotSupportedError, RawCudaError
-from .context import CloseOrder, Context, resolve
-from .devicebuffer import DeviceBuffer
+from .closeorder import CloseOrder
+from .context import Context, resolve
+from .devicebuffer import DeviceBuffer, PendingStream
 from .elements import normalize_dtype
 from .ffi.attributes import DeviceAttribute
 from .ffi.constants import (
@@ -116,6 +117,9 @@ class _MappedView(DeviceBuffer):
         self._borrowed_ptr = ptr
         self._owner = owner
         super().__init__(shape, dtype, owner.context)
+        # The memory outlives this view (grow() makes a new one): the stream of work still pending on it is
+        # the GrowableBuffer's to remember, for the __cuda_array_interface__ of every later view.
+        self.pending = owner.pending
 
     def _allocate(self, ctx: Context, nbytes: int) -> int:
         return self._borrowed_ptr if nbytes else 0
@@ -172,6 +176,7 @@ class GrowableBuffer(Resource):
         super().__init__(ctx)
         self._base = base.value
         self._chunks: list[tuple[int, int, int]] = []  # (offset, nbytes, physical handle), in address order
+        self.pending = PendingStream()  # shared by every view (see devicebuffer.PendingStream)
         self._size = 0
         # Both weak: a view holds its GrowableBuffer, so strong references back would make cycles that only
         # the cyclic GC frees (and, with gc.disable(), nothing frees).

@@ -10,7 +10,8 @@ The rules, per parameter:
 
 * 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX)
   take a ``DeviceBuffer`` (its address), anything with ``__cuda_array_interface__`` (a torch or CuPy
-  array), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused: its address
+  array, read as :mod:`rawcuda.interop` says: its stream waited for, read-only and strided arrays
+  refused), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused: its address
   means nothing to the GPU.
 * Other integer parameters take a Python ``int`` (range-checked) or a numpy integer of exactly that width.
 * Float parameters take a Python ``float``/``int`` or a numpy float of exactly that width:
@@ -19,13 +20,15 @@ The rules, per parameter:
 
 Speed: checking and packing happen when the arguments change. When a launch passes the very same
 argument objects as the previous one (and nothing has been closed since), the previous packed block is
-reused as it is -- an identity check per argument, no conversion. A packed block is never rewritten, so two
+reused as it is -- an identity check per argument, no conversion. The pack remembers buffers weakly
+(:func:`identity_key`), so it never keeps device memory alive. A packed block is never rewritten, so two
 threads launching one kernel can never see each other's arguments.
 """
 
 from __future__ import annotations
 
 import ctypes
+import weakref
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -34,6 +37,7 @@ import numpy as np
 
 from .checked.errors import ClosedError
 from .devicebuffer import DeviceBuffer
+from .interop import ForeignArrayError, foreign_pointer
 from .ptx import Param
 from .resource import closes
 
@@ -51,6 +55,7 @@ class ParamSpec:
     kind: str
     size: int
     ptx_type: str = ""
+    read_only: bool = False  # the kernel only reads through it: a read-only foreign array may be passed
 
     @classmethod
     def from_ptx(cls, param: Param) -> ParamSpec:
@@ -82,6 +87,11 @@ class ParamSpec:
         return f"{self.ptx_type}: {self.size} bytes (bytes, a ctypes Structure or a numpy record)"
 
 
+#: Checks one argument, stores it in its slot, appends a stream the launch must wait for (see interop) to the
+#: list, and says whether the packed block may be reused for the very same object next time.
+Setter = Callable[[Any, Any, list[int]], bool]
+
+
 class ArgumentError(TypeError):
     """A kernel argument that does not fit its parameter (raised before the launch)."""
 
@@ -95,12 +105,12 @@ def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
     return value
 
 
-def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bool]:
+def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
     low, high = _INT_BOUNDS[spec.size]
     mask = (1 << (8 * spec.size)) - 1
     pointer_sized = spec.size == 8
 
-    def put(slot: Any, value: Any) -> bool:
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
         kind = type(value)
         if kind is int or kind is bool:
             if not low <= value <= high:
@@ -134,8 +144,13 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bo
                 else f"a numpy array cannot be passed as {spec.describe()}"
             )
         if pointer_sized and hasattr(value, "__cuda_array_interface__"):
-            slot.value = value.__cuda_array_interface__["data"][0]
-            return False  # another library's object: its address may change, so never cache it
+            try:
+                slot.value = foreign_pointer(value, spec.read_only, waits)
+            except ForeignArrayError as exc:
+                raise ArgumentError(str(exc)) from None
+            # Another library's object: its address may change and its stream must be waited for at every
+            # launch, so it is read again each time, never cached.
+            return False
         if isinstance(value, float | np.floating):
             raise ArgumentError(f"a float ({value!r}) where the kernel expects {spec.describe()}")
         raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
@@ -143,8 +158,8 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bo
     return put
 
 
-def _float_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
-    def put(slot: Any, value: Any) -> bool:
+def _float_setter(spec: ParamSpec) -> Setter:
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
         kind = type(value)
         if kind is float or kind is int:
             slot.value = value
@@ -164,19 +179,19 @@ def _float_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
     return put
 
 
-def _word_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], bool]:
+def _word_setter(spec: ParamSpec, context: Any = None) -> Setter:
     # A parameter known only by its size (cubin/fatbin). Numpy scalars say their type, so their bits are
     # stored as they are; an 8-byte parameter also takes what an 8-byte integer parameter takes
     # (pointers, Python ints), since that is what it almost always is.
     as_integer = _int_setter(spec, context) if spec.size == 8 else None
 
-    def put(slot: Any, value: Any) -> bool:
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
         if isinstance(value, np.generic) and not isinstance(value, np.void):
             raw = np.asarray(_numpy_scalar(value, spec)).view(np.dtype(f"u{spec.size}"))
             slot.value = int(raw)
             return True
         if as_integer is not None and not isinstance(value, float):
-            return as_integer(slot, value)
+            return as_integer(slot, value, waits)
         raise ArgumentError(
             f"{value!r} is ambiguous for a parameter known only by size ({spec.describe()}): "
             "pass e.g. np.int32(x) or np.float32(x)"
@@ -185,8 +200,8 @@ def _word_setter(spec: ParamSpec, context: Any = None) -> Callable[[Any, Any], b
     return put
 
 
-def _bytes_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
-    def put(slot: Any, value: Any) -> bool:
+def _bytes_setter(spec: ParamSpec) -> Setter:
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
         if isinstance(value, bytes | bytearray | memoryview):
             data = bytes(value)
         elif isinstance(value, ctypes.Structure | ctypes.Union | ctypes.Array):
@@ -203,7 +218,7 @@ def _bytes_setter(spec: ParamSpec) -> Callable[[Any, Any], bool]:
     return put
 
 
-def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Callable[[Any, Any], bool]]:
+def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Setter]:
     """The ctypes type holding one argument's value, and the function that checks and stores it."""
     if spec.kind == "int":
         return _UINT_SLOT[spec.size], _int_setter(spec, context)
@@ -214,29 +229,56 @@ def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Callabl
     return ctypes.c_byte * spec.size, _bytes_setter(spec)
 
 
-def same_objects(arity: int) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
-    """A function telling whether two argument tuples hold the very same objects, item by item.
+def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]]:
+    """What a pack remembers of its arguments, and the function that tells whether a launch passes them again.
 
-    Why generate it? ``all(map(operator.is_, a, b))`` costs about three times an unrolled
-    ``a[0] is b[0] and a[1] is b[1] ...`` -- and this check runs on every launch. The source is built
-    from nothing but the arity, the way the standard library builds namedtuple classes.
+    Why not keep the arguments themselves? A kernel object lives long (ops keeps one per context), so the
+    last arguments it kept would live as long -- ``ops.gelu(out, x); del x`` would never free ``x``'s
+    device memory. So buffers are remembered by *weak* reference (``key[i]() is a[i]``: a buffer that has
+    died can never match again), and everything else -- numbers, which hold no device memory -- by the
+    object itself (``key[i] is a[i]``).
     """
-    if arity == 0:
-        return lambda a, b: True
-    body = " and ".join(f"a[{i}] is b[{i}]" for i in range(arity))
-    return eval(f"lambda a, b: {body}")
+    weak = tuple(isinstance(a, DeviceBuffer) for a in args)
+    key = tuple(weakref.ref(a) if w else a for a, w in zip(args, weak, strict=True))
+    return key, _checker(weak)
+
+
+_checkers: dict[tuple[bool, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {}
+
+
+def _checker(weak: tuple[bool, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
+    """``lambda a, k: len(a) == N and k[0]() is a[0] and k[1] is a[1] ...`` for one pattern of weak positions.
+
+    Why generate it? ``all(map(operator.is_, ...))`` costs about three times an unrolled expression, and
+    this check runs on every launch. The source is built from nothing but the pattern (booleans), the way
+    the standard library builds namedtuple classes; one function per pattern, made once.
+    """
+    check = _checkers.get(weak)
+    if check is None:
+        terms = [f"k[{i}]() is a[{i}]" if w else f"k[{i}] is a[{i}]" for i, w in enumerate(weak)]
+        check = _checkers[weak] = eval(f"lambda a, k: {' and '.join([f'len(a) == {len(weak)}', *terms])}")
+    return check
+
+
+def _never(a: tuple[Any, ...], k: tuple[Any, ...]) -> bool:
+    return False
 
 
 class Packed(NamedTuple):
     """What :meth:`ArgPacker.pack` returns: one launch's arguments, packed."""
 
-    args: tuple[Any, ...] | None  # the arguments, when the pack may be reused for the very same objects
+    key: tuple[Any, ...]  # what identity_key remembers of the arguments (weak references to buffers)
+    same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]  # same(args, key): the very same objects again?
     array: Any  # the kernelParams array: (void *) * N, the i-th pointing into slots[i]
     generation: int  # closes.generation when the arguments were checked (a later close invalidates it)
     slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
+    waits: list[int]  # streams of foreign arrays the launch must be ordered after (interop.order_after)
 
 
 _new_tuple = tuple.__new__
+
+#: The pack a kernel starts with: it matches no arguments, so the first launch packs.
+EMPTY_PACK = Packed((), _never, None, -1, [], [])
 
 
 class ArgPacker:
@@ -260,18 +302,19 @@ class ArgPacker:
             raise ArgumentError(
                 f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) but {len(args)} were given"
             )
-        slots, cacheable = [], True
+        slots, cacheable, waits = [], True, []
         for i, ((make_slot, put), value) in enumerate(zip(self._makers, args, strict=True)):
             slot = make_slot()
             try:
-                cacheable &= put(slot, value)
+                cacheable &= put(slot, value, waits)
             except ArgumentError as exc:
                 raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
             slots.append(slot)
         array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
         # tuple.__new__ rather than Packed(...): a NamedTuple's generated __new__ is a Python call, and this
         # line runs whenever a launch's arguments change.
-        return _new_tuple(Packed, (args if cacheable else None, array, closes.generation, slots))
+        key, same = identity_key(args) if cacheable else ((), _never)
+        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits))
 
     def signature(self) -> str:
         return ", ".join(s.ptx_type for s in self.specs)

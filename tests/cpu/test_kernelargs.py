@@ -50,8 +50,8 @@ def packer() -> ArgPacker:
 
 
 def slot_bytes(packed: tuple, i: int) -> bytes:
-    slot = packed[3][i]
-    return ctypes.string_at(packed[1][i], ctypes.sizeof(slot))
+    slot = packed.slots[i]
+    return ctypes.string_at(packed.array[i], ctypes.sizeof(slot))
 
 
 def good_args(buf: DeviceBuffer) -> tuple:
@@ -68,7 +68,7 @@ def test_every_width_lands_as_the_kernel_reads_it(packer: ArgPacker) -> None:
     assert slot_bytes(packed, 5) == struct.pack("<f", 1.5)
     assert slot_bytes(packed, 6) == struct.pack("<d", 0.25)
     assert slot_bytes(packed, 7) == struct.pack("<di4x", 3.0, -9)
-    assert packed[0] is None  # bytes are mutable-sourced: this pack must not be reused by identity
+    assert packed.key == () and not packed.same(good_args(fake_buffer()), packed.key)  # bytes: never reused
 
 
 def test_numpy_scalars_of_the_exact_width(packer: ArgPacker) -> None:
@@ -127,17 +127,19 @@ def test_packs_are_never_rewritten() -> None:
     p = ArgPacker("k", [ParamSpec("int", 8, "u64")])
     first = p.pack((1,))
     second = p.pack((2,))
-    assert first[1] is not second[1]
-    assert ctypes.c_uint64.from_address(first[1][0]).value == 1  # still what the first launch was given
-    assert first[0] == (1,)  # plain ints: reusable by identity
+    assert first.array is not second.array
+    assert ctypes.c_uint64.from_address(first.array[0]).value == 1  # still what the first launch was given
+    assert first.key == (1,) and first.same((1,), first.key)  # plain ints: reusable by identity
 
 
 def test_objects_with_cuda_array_interface_pass_their_address_and_are_not_cached() -> None:
     class Foreign:
         __cuda_array_interface__ = {"data": (ADDRESS + 64, False)}  # noqa: RUF012
 
-    packed = ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((Foreign(),))
-    assert ctypes.c_uint64.from_address(packed[1][0]).value == ADDRESS + 64 and packed[0] is None
+    foreign = Foreign()
+    packed = ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((foreign,))
+    assert ctypes.c_uint64.from_address(packed.array[0]).value == ADDRESS + 64
+    assert not packed.same((foreign,), packed.key) and packed.waits == []  # read again at every launch
 
 
 def test_a_128_bit_parameter_takes_its_sixteen_bytes() -> None:

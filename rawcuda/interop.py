@@ -1,0 +1,113 @@
+"""Layer 2: consuming another library's arrays -- the CUDA Array Interface (version 3), read as its spec says.
+
+torch tensors, CuPy and numba arrays describe their memory in ``__cuda_array_interface__``: a pointer, a
+shape, a typestr, strides, a read-only flag, and a **stream**. A kernel launch that reads only ``data[0]``
+ignores three promises of that dictionary:
+
+* ``stream`` -- the producer may still be writing the array on that stream (a torch kernel queued a moment
+  ago). Version 3 obliges the *consumer* to order its work after it. rawcuda records an event on the
+  producer's stream and makes the launch stream wait for it (``cuStreamWaitEvent``): the GPU orders the two,
+  the host does not wait. Only when the producer's stream belongs to another context (the event cannot be
+  recorded there) does it fall back to waiting on the host (``cuStreamSynchronize``).
+* ``data[1]``, read-only -- a kernel that writes through that pointer writes memory its owner promised
+  would not change. PTX does not say which pointer parameters a kernel writes, so a read-only array is
+  accepted only for parameters declared read-only (``Function.declare_read_only``).
+* ``strides`` and ``mask`` -- a kernel parameter is a bare pointer, so the kernel assumes C-contiguous
+  elements; a transposed or sliced view would be read in the wrong order, silently. Refused, with the fix.
+
+The other direction (rawcuda's buffers read by others) is in :mod:`rawcuda.devicebuffer`.
+"""
+
+from __future__ import annotations
+
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from .checked import cu
+from .checked.errors import CudaError
+from .context import Context
+from .current import WRONG_CONTEXT_CODES
+from .event import Event
+from .ffi.constants import STREAM_LEGACY, EventWaitFlag
+
+#: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
+STREAM_AWARE_VERSION = 3
+#: The spec forbids 0 for ``stream``: it could mean the legacy or the per-thread default stream.
+AMBIGUOUS_STREAM = 0
+#: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
+_LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
+
+
+class ForeignArrayError(TypeError):
+    """An object with ``__cuda_array_interface__`` that cannot be passed as it is (raised before the launch)."""
+
+
+def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
+    """The device address of a CAI object, after checking what a bare pointer cannot carry; appends the
+    producer's stream to ``waits`` when the launch must be ordered after it."""
+    cai = value.__cuda_array_interface__
+    name = type(value).__name__
+    ptr, read_only = cai["data"]
+    if read_only and not read_only_ok:
+        raise ForeignArrayError(
+            f"this {name} is read-only (its __cuda_array_interface__ says data[1] = True), and nothing says the "
+            "kernel only reads this parameter: if it does, declare it with fn.declare_read_only(index); "
+            "otherwise pass a writeable copy"
+        )
+    if cai.get("mask") is not None:
+        raise ForeignArrayError(f"this {name} is masked; a kernel pointer cannot carry a mask: pass the data only")
+    strides = cai.get("strides")
+    if strides is not None and not _c_contiguous(tuple(cai["shape"]), tuple(strides), np.dtype(cai["typestr"])):
+        raise ForeignArrayError(
+            f"this {name} is not C-contiguous (strides {tuple(strides)}), but a kernel reads its elements in "
+            "order from the pointer: pass a contiguous copy (torch: x.contiguous(); CuPy: cupy.ascontiguousarray(x))"
+        )
+    stream = cai.get("stream") if cai.get("version", 0) >= STREAM_AWARE_VERSION else None
+    if stream is not None:
+        if stream == AMBIGUOUS_STREAM:
+            raise ForeignArrayError(
+                f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
+                "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
+            )
+        waits.append(int(stream))
+    return int(ptr or 0)
+
+
+def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype) -> bool:
+    if 0 in shape:
+        return True  # no elements: any strides describe them
+    expected = dtype.itemsize
+    for extent, stride in zip(reversed(shape), reversed(strides), strict=True):
+        if extent != 1 and stride != expected:
+            return False
+        expected *= extent
+    return True
+
+
+_events: weakref.WeakKeyDictionary[Context, Event] = weakref.WeakKeyDictionary()
+# One event per context is recorded and waited on under this lock: a wait captures the event's state when it
+# is called, so the pair must not interleave with another thread's record of the same event.
+_order_lock = threading.Lock()
+
+
+def order_after(waits: list[int], stream: int, context: Context) -> None:
+    """Make work queued next on ``stream`` (a CUstream of ``context``; 0 for legacy) wait for the work
+    already queued on each producer stream in ``waits``. ``context`` must be current."""
+    for producer in waits:
+        if producer == stream or (producer in _LEGACY_ALIASES and stream in _LEGACY_ALIASES):
+            continue  # one stream: already in order
+        with _order_lock:
+            event = _events.get(context)
+            if event is None or event.closed:
+                event = _events[context] = Event(context, timing=False)
+            try:
+                cu.cuEventRecord(event.handle, producer)
+            except CudaError as exc:
+                if exc.code not in WRONG_CONTEXT_CODES:
+                    raise
+                cu.cuStreamSynchronize(producer)  # a stream of another context: the event cannot go there
+                continue
+            cu.cuStreamWaitEvent(stream, event.handle, EventWaitFlag.DEFAULT)

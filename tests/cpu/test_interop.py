@@ -1,0 +1,85 @@
+"""Reading another library's ``__cuda_array_interface__`` without a GPU: what a bare kernel pointer cannot carry
+is refused, the producer's stream is collected for the launch to wait on, and a pack never keeps a buffer alive.
+"""
+
+from __future__ import annotations
+
+import gc
+import weakref
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rawcuda.devicebuffer import DeviceBuffer
+from rawcuda.interop import ForeignArrayError, foreign_pointer
+from rawcuda.kernelargs import ArgPacker, ParamSpec, identity_key
+
+ADDRESS = 0x7F00_0000_0000
+
+
+def cai(**changes: Any) -> Any:
+    interface = {"shape": (4, 8), "typestr": "<f4", "data": (ADDRESS, False), "strides": None, "version": 3}
+    interface.update(changes)
+    return type("Foreign", (), {"__cuda_array_interface__": interface})()
+
+
+def test_the_address_passes_and_the_stream_is_collected() -> None:
+    waits: list[int] = []
+    assert foreign_pointer(cai(stream=0x1234), False, waits) == ADDRESS and waits == [0x1234]
+    assert foreign_pointer(cai(stream=None), False, waits) == ADDRESS and waits == [0x1234]  # None: nothing pending
+    assert foreign_pointer(cai(stream=0x99, version=2), False, waits) == ADDRESS and waits == [0x1234]  # v2: no key
+
+
+@pytest.mark.parametrize(
+    ("changes", "match"),
+    [
+        ({"data": (ADDRESS, True)}, "read-only.*declare_read_only"),
+        ({"strides": (4, 16)}, "not C-contiguous"),
+        ({"mask": object()}, "masked"),
+        ({"stream": 0}, "stream 0, which the CUDA Array Interface forbids"),
+    ],
+)
+def test_what_a_bare_pointer_cannot_carry_is_refused(changes: dict[str, Any], match: str) -> None:
+    with pytest.raises(ForeignArrayError, match=match):
+        foreign_pointer(cai(**changes), False, [])
+
+
+def test_contiguous_strides_spelled_out_and_read_only_where_declared_pass() -> None:
+    assert foreign_pointer(cai(strides=(32, 4)), False, []) == ADDRESS
+    assert foreign_pointer(cai(shape=(4, 1), strides=(4, 999)), False, []) == ADDRESS  # extent 1: stride unused
+    assert foreign_pointer(cai(shape=(0, 8), strides=(7, 3)), False, []) == ADDRESS  # no elements at all
+    assert foreign_pointer(cai(data=(ADDRESS, True)), True, []) == ADDRESS
+
+
+def test_the_packer_refuses_a_read_only_array_unless_the_parameter_is_read_only() -> None:
+    from rawcuda.kernelargs import ArgumentError
+
+    with pytest.raises(ArgumentError, match=r"k argument 0: .*read-only"):
+        ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((cai(data=(ADDRESS, True)),))
+    packed = ArgPacker("k", [ParamSpec("int", 8, "u64", read_only=True)]).pack((cai(data=(ADDRESS, True), stream=7),))
+    assert packed.waits == [7]
+
+
+def fake_buffer() -> DeviceBuffer:
+    buf = DeviceBuffer.__new__(DeviceBuffer)
+    buf._ptr, buf._closed, buf._base = ADDRESS, False, None
+    buf.shape, buf.dtype = (4,), np.dtype(np.float32)
+    return buf
+
+
+def test_a_pack_remembers_buffers_weakly_and_never_matches_a_dead_one() -> None:
+    # Before: the pack kept its argument tuple, so a Function (which lives long) kept its last buffers alive.
+    buf = fake_buffer()
+    key, same = identity_key((buf, 3, 1.5))
+    assert same((buf, 3, 1.5), key) is True
+    assert same((fake_buffer(), 3, 1.5), key) is False and same((buf, 4, 1.5), key) is False
+    assert same((buf, 3), key) is False  # another arity
+    dead = weakref.ref(buf)
+    gc.disable()
+    try:
+        del buf
+        assert dead() is None, "the key must not keep the buffer alive (reference counting alone frees it)"
+    finally:
+        gc.enable()
+    assert same((fake_buffer(), 3, 1.5), key) is False
