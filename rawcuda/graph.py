@@ -43,6 +43,7 @@ What capture forbids, and what rawcuda says then, is in :mod:`rawcuda.streamcapt
 from __future__ import annotations
 
 import heapq
+import itertools
 from collections.abc import Iterable, Sequence
 from ctypes import byref, c_int, c_size_t, c_void_p
 from typing import TYPE_CHECKING, Any
@@ -115,7 +116,7 @@ class Graph(Resource):
         self._handle = 0
         self._capture_stream: Stream | None = None
         self._nodes: dict[int, Node] = {}  # handle -> Node, so asking twice gives the same objects
-        self._held: list[Any] = []  # arguments and host memory the recorded work uses at every replay
+        self._kept: list[Any] = []  # what keep_alive() was given: host memory of captured copies ...
 
     def _take(self, handle: int) -> None:
         self._handle = handle
@@ -132,13 +133,26 @@ class Graph(Resource):
         return self._handle
 
     def keep_alive(self, *objects: Any) -> None:
-        """Hold ``objects`` (buffers, host arrays) as long as this graph -- and executables made from it -- live."""
-        self._held.extend(objects)
+        """Hold ``objects`` (buffers, host arrays) as long as this graph -- and executables whose parameters
+        come from it -- live; an executable's ``launch()`` refuses to run once a buffer among them was closed."""
+        self._kept.extend(objects)
+
+    @property
+    def kept(self) -> list[Any]:
+        """What :meth:`keep_alive` was given, as a live list: an executable graph shares it while its
+        parameters come from this graph, so objects kept after ``instantiate()`` are held and checked too."""
+        return self._kept
+
+    def node_arguments(self) -> dict[int, tuple[Any, ...]]:
+        """Node handle -> what that kernel node's launch uses now (``KernelNode.in_use``), for the kernel
+        nodes whose arguments rawcuda packed: a copy, which an executable graph takes as its own."""
+        return {h: node.in_use for h, node in self._nodes.items() if isinstance(node, KernelNode) and node.in_use}
 
     @property
     def held(self) -> tuple[Any, ...]:
-        """What the graph keeps alive: argument tuples of its kernel nodes, host memory of captured copies ..."""
-        return tuple(self._held)
+        """What the graph keeps alive: what its kernel nodes use (function, arguments, packed block), and
+        what :meth:`keep_alive` was given (host memory of captured copies ...)."""
+        return (*self.node_arguments().values(), *self._kept)
 
     # --- explicit nodes ----------------------------------------------------------------------------------
     def add_kernel(
@@ -166,9 +180,8 @@ class Graph(Resource):
         node = c_void_p()
         self.context.activate()
         cu.cuGraphAddKernelNode(byref(node), handle, deps, len(deps), byref(params))
-        self._held.append((fn, args, packed))
         kernel = KernelNode(self, node.value or 0, fn.handle, config, fn)
-        kernel.args = args
+        kernel.args, kernel.packed = args, packed  # the node holds what its launch uses (and the graph the node)
         self._nodes[kernel.handle] = kernel
         return kernel
 
@@ -195,6 +208,18 @@ class Graph(Resource):
     # --- reading a graph ------------------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
         """Every node, in an order that respects the dependencies (for a capture: the order of the calls)."""
+        handles, edges = self._listing()
+        return [self.node(h) for h in topological_order(handles, edges)]
+
+    def sole_order(self) -> list[Node] | None:
+        """Every node in the one order its dependencies allow -- or None when they allow more than one (two
+        nodes that do not depend on each other, as in a fork). A capture on one stream has a sole order."""
+        handles, edges = self._listing()
+        order = topological_order(handles, edges)
+        return [self.node(h) for h in order] if is_only_order(order, edges) else None
+
+    def _listing(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """The driver's node handles and (from, to) dependency edges, in the driver's order."""
         handle = self._ready()
         self.context.activate()
         count = c_size_t()
@@ -209,7 +234,7 @@ class Graph(Resource):
         if edges.value:
             cu.cuGraphGetEdges(handle, sources, targets, None, byref(edges))
         pairs = [(a or 0, b or 0) for a, b in zip(sources[: edges.value], targets[: edges.value], strict=True)]
-        return [self.node(h) for h in topological_order(handles, pairs)]
+        return handles, pairs
 
     def kernel_nodes(self) -> list[KernelNode]:
         """The kernel nodes in dependency order: ``graph.kernel_nodes()[2]`` is the 3rd kernel launched."""
@@ -270,4 +295,16 @@ def topological_order(nodes: Sequence[int], edges: Iterable[tuple[int, int]]) ->
     return order
 
 
-__all__ = ["Graph", "GraphExec", "topological_order"]
+def is_only_order(order: Sequence[int], edges: Iterable[tuple[int, int]]) -> bool:
+    """Whether ``order`` (a topological order of a graph with ``edges``) is its *only* one.
+
+    It is exactly when each node depends directly on the one before it: if some neighbours a, b had no edge
+    a -> b, nothing would force a before b, and swapping them would give another valid order. Why it
+    matters: ``cuGraphExecUpdate`` pairs the new graph's nodes with the executable's without saying how;
+    when both graphs have one order, a pairing that keeps every dependency can only be position by position.
+    """
+    linked = set(edges)
+    return all((a, b) in linked for a, b in itertools.pairwise(order))
+
+
+__all__ = ["Graph", "GraphExec", "is_only_order", "topological_order"]

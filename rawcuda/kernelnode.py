@@ -6,6 +6,10 @@ A :class:`Node` is a handle inside a :class:`~rawcuda.graph.Graph`, valid while 
 them back (:meth:`KernelNode.raw_args`, decoded by the kernel's signature) and change them in the graph
 (:meth:`KernelNode.set_args`). :func:`kernel_node_params` builds the C struct from a packed launch; the
 graph and the executable graph both use it.
+
+Who holds whom: the graph holds its nodes (so that asking twice gives the same objects), and a kernel node
+holds the arguments its launch uses (:attr:`KernelNode.in_use`) -- so the graph holds them through its
+nodes.
 """
 
 from __future__ import annotations
@@ -54,8 +58,9 @@ class KernelNode(Node):
 
     ``function`` is the rawcuda :class:`~rawcuda.function.Function` it runs when rawcuda can find it (the
     kernel was launched through a rawcuda Function of a module that is still open), else None. ``args`` is
-    the Python arguments for nodes made by ``add_kernel`` (None for captured nodes: rawcuda did not see
-    them); :meth:`raw_args` reads the values the node really holds.
+    the Python arguments for nodes made by ``add_kernel`` or given by :meth:`set_args` (None for captured
+    nodes: rawcuda did not see them), and ``packed`` the packed block they were written into; :meth:`raw_args`
+    reads the values the node really holds.
     """
 
     def __init__(
@@ -68,6 +73,17 @@ class KernelNode(Node):
         self.block = tuple(config[3:6])
         self.shared_mem = config[6]
         self.args: tuple[Any, ...] | None = None
+        self.packed: Packed | None = None
+
+    @property
+    def in_use(self) -> tuple[Any, ...]:
+        """What every launch of this node uses, as far as rawcuda knows: ``(function, args, packed)`` for
+        arguments rawcuda packed (``add_kernel``, :meth:`set_args`), ``()`` for a captured node. The graph
+        holds it (through this node), and an executable graph takes a copy of it when it takes the node's
+        parameters; a replay refuses to run once something in it was closed."""
+        if self.args is None:
+            return ()
+        return (self.function, self.args, self.packed)
 
     @property
     def config(self) -> LaunchConfig:
@@ -129,8 +145,8 @@ class KernelNode(Node):
         params = kernel_node_params(fn, self.config, packed)
         self.graph.context.activate()
         cu.cuGraphKernelNodeSetParams(self.handle, byref(params))
-        self.graph.keep_alive((args, packed))
-        self.args = args
+        # The old arguments are the graph's no longer (executables made before keep their own copy of them).
+        self.args, self.packed = args, packed
 
     def __repr__(self) -> str:
         return f"<KernelNode {self.name} grid={self.grid} block={self.block} {self._handle:#x}>"

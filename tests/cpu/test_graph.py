@@ -1,7 +1,8 @@
 """CUDA graphs without a driver (CPU only): rawcuda.graph and the two files behind it, graphexec.py and kernelnode.py.
 
 The modules import without a driver; the node-type table matches cuda.h; every GraphExecUpdateResult has an
-explanation; node ordering; decoding a kernel node's argument bytes. Capture is in test_streamcapture.py.
+explanation; node ordering (and when it is the only one); decoding a kernel node's argument bytes. Capture is
+in test_streamcapture.py; on a GPU, the lifetimes are in tests/gpu/test_graph_lifetimes.py.
 """
 
 from __future__ import annotations
@@ -63,3 +64,11 @@ def test_decode_arg() -> None:
     assert kernelnode.decode_arg(struct.pack("<f", 1.5), ParamSpec("float", 4, "f32")) == 1.5
     assert kernelnode.decode_arg(struct.pack("<d", -0.25), ParamSpec("float", 8, "f64")) == -0.25
     assert kernelnode.decode_arg(b"\x01\x02\x03", ParamSpec("bytes", 3, "b8[3]")) == b"\x01\x02\x03"
+
+
+def test_is_only_order() -> None:
+    assert graph.is_only_order([1, 2, 3], [(1, 2), (2, 3)])  # a chain: one stream's capture
+    assert graph.is_only_order([1, 2, 3], [(1, 2), (2, 3), (1, 3)])  # a shortcut edge does not add an order
+    assert not graph.is_only_order([1, 2, 3], [(1, 2), (1, 3)])  # a fork: 2 and 3 could swap
+    assert not graph.is_only_order([1, 2], [])  # two roots
+    assert graph.is_only_order([7], []) and graph.is_only_order([], [])
