@@ -29,6 +29,12 @@ What a graph records, and what that means for you:
   one of them was closed. A *captured* graph holds the host arrays of the copies recorded into it (the
   stream hands them over), but it cannot see the buffers behind captured launches: keep those alive
   yourself (or hand them to ``graph.keep_alive(...)``).
+* **Ownership without cycles.** Drop a graph (and its executables and nodes) and reference counting alone
+  frees it and everything it held -- no wait for the cyclic garbage collector, and nothing kept for ever
+  under ``gc.disable()``. Every reference points one way: an executable graph holds its graph, a graph its
+  nodes, a node its arguments; what points back (a node to its graph, a graph being captured to its
+  stream) is a weak reference. So keep the graph (or an executable made from it) while you use its nodes:
+  a node of a graph that is gone raises :class:`~rawcuda.checked.errors.ClosedError`.
 * **Changing arguments without re-instantiating.** ``exec.set_kernel_args(node, *args)`` swaps one kernel
   node's arguments in the executable graph (``cuGraphExecKernelNodeSetParams``); ``exec.update(graph2)``
   takes every node's parameters from a graph of the same shape (``cuGraphExecUpdate``) and raises
@@ -44,6 +50,7 @@ from __future__ import annotations
 
 import heapq
 import itertools
+import weakref
 from collections.abc import Iterable, Sequence
 from ctypes import byref, c_int, c_size_t, c_void_p
 from typing import TYPE_CHECKING, Any
@@ -91,7 +98,9 @@ class Graph(Resource):
         result (``rawcuda.capture(stream)`` does both)."""
         graph = cls.__new__(cls)
         graph._setup(stream.context)
-        graph._capture_stream = stream
+        # Weak: the stream holds the graph while it captures (stream.capturing), and the Capture holds the
+        # stream; a strong reference back would make a cycle for as long as a capture is left unfinished.
+        graph._capture_stream = weakref.ref(stream)
         return graph
 
     def receive_capture(self, handle: int) -> None:
@@ -104,17 +113,19 @@ class Graph(Resource):
             self._take(handle)
         else:
             self._closed = True
+            self._kept = []  # the recorded work was discarded: nothing needs what it would have used
             self.context.forget(self)
 
     @property
     def capture_stream(self) -> Stream | None:
         """The stream recording into this graph, or None once the capture has ended."""
-        return self._capture_stream
+        return self._capture_stream() if self._capture_stream is not None else None
 
     def _setup(self, context: Context) -> None:
         Resource.__init__(self, context)
         self._handle = 0
-        self._capture_stream: Stream | None = None
+        # Set (a weak reference) from for_capture() until receive_capture(): "being captured".
+        self._capture_stream: weakref.ref[Stream] | None = None
         self._nodes: dict[int, Node] = {}  # handle -> Node, so asking twice gives the same objects
         self._kept: list[Any] = []  # what keep_alive() was given: host memory of captured copies ...
 
@@ -199,7 +210,7 @@ class Graph(Resource):
     def _dependencies(self, nodes: Iterable[Node]) -> Any:
         deps = list(nodes)
         for dep in deps:
-            if not isinstance(dep, Node) or dep.graph is not self:
+            if not isinstance(dep, Node) or not dep.belongs_to(self):
                 raise ValueError(f"depends_on takes nodes of this graph; {dep!r} is not one")
         if len({d.handle for d in deps}) != len(deps):
             raise ValueError("depends_on lists a node twice (the driver refuses duplicate dependencies)")
@@ -242,6 +253,7 @@ class Graph(Resource):
 
     def node(self, handle: int) -> Node:
         """The Node (a KernelNode for kernels) with driver handle ``handle``: the same object every time."""
+        self.check_open()  # a closed graph has let go of its nodes: never ask the driver about a destroyed one
         node = self._nodes.get(handle)
         if node is None:
             kind = c_int()
@@ -261,9 +273,18 @@ class Graph(Resource):
         """Validate and lay out the whole graph once (the expensive step); the result replays cheaply."""
         return GraphExec(self, flags)
 
+    def close(self) -> None:
+        """Destroy the graph and let go of its nodes and what they held. Executables made from it keep
+        working: they hold their own copy of what they use (so these are new containers, not cleared ones)."""
+        if self._closed:
+            return
+        super().close()
+        self._nodes = {}
+        self._kept = []
+
     def __repr__(self) -> str:
         if self._capture_stream is not None:
-            return f"<Graph capturing on {self._capture_stream!r}>"
+            return f"<Graph capturing on {self.capture_stream!r}>"
         state = " closed" if self._closed else ""
         return f"<Graph {self._handle:#x}{state}>"
 

@@ -78,7 +78,7 @@ class GraphExec(Resource):
     It keeps the :class:`Graph` it was made from alive (its nodes identify what ``set_kernel_args``
     changes), and holds what its replays use: the arguments of each kernel node as they were when it took
     the node's parameters, and the objects kept by the graph its parameters come from (the module docstring
-    says how that follows ``set_kernel_args`` and ``update``).
+    says how that follows ``set_kernel_args`` and ``update``). Nothing points back at it: no cycles.
     """
 
     close_order = CloseOrder.EXECUTABLE_GRAPH
@@ -140,7 +140,7 @@ class GraphExec(Resource):
         stay; the arguments are checked against the kernel's signature like a launch's.
         """
         self.check_open()
-        if not isinstance(node, KernelNode) or node.graph is not self.graph:
+        if not isinstance(node, KernelNode) or not node.belongs_to(self.graph):
             raise ValueError(
                 f"{node!r} is not a kernel node of {self.graph!r}, the graph this was instantiated "
                 "from (take it from exec.kernel_nodes())"

@@ -9,18 +9,24 @@ graph and the executable graph both use it.
 
 Who holds whom: the graph holds its nodes (so that asking twice gives the same objects), and a kernel node
 holds the arguments its launch uses (:attr:`KernelNode.in_use`) -- so the graph holds them through its
-nodes.
+nodes. A node points back at its graph only *weakly*: a strong reference back would make a cycle, and the
+graph, its nodes and every buffer they hold would wait for the cyclic garbage collector (with
+``gc.disable()``, forever). So a node works while its graph is alive -- referenced by you, or by an
+executable graph made from it -- and raises :class:`~rawcuda.checked.errors.ClosedError` once the graph is
+closed or gone (its driver handle would name a destroyed graph).
 """
 
 from __future__ import annotations
 
 import ctypes
 import struct
+import weakref
 from collections.abc import Sequence
 from ctypes import byref
 from typing import TYPE_CHECKING, Any
 
 from .checked import cu
+from .checked.errors import ClosedError
 from .context import Context
 from .ffi.constants import GraphNodeType
 from .ffi.types import CUDA_KERNEL_NODE_PARAMS, VOIDPP
@@ -35,16 +41,32 @@ _FLOAT_FORMATS = {4: "<f", 8: "<d"}  # little-endian IEEE float32 / float64, as 
 
 
 class Node:
-    """One node of a :class:`Graph` (valid while the graph is open)."""
+    """One node of a :class:`Graph` (valid while the graph is open, and alive: see the module docstring)."""
 
     def __init__(self, graph: Graph, handle: int, kind: GraphNodeType | int) -> None:
-        self.graph = graph
+        # Weak: the graph holds its nodes, so a strong reference back would be a cycle (module docstring).
+        self._graph = weakref.ref(graph)
         self._handle = handle
         self.kind = kind
 
     @property
+    def graph(self) -> Graph:
+        """The graph this node belongs to; ClosedError once nothing holds that graph any more."""
+        graph = self._graph()
+        if graph is None:
+            raise ClosedError(
+                f"{self!r} belongs to a graph that was garbage-collected (nothing referenced it any more), "
+                "so its driver handle is gone: keep the Graph, or a GraphExec made from it, while you use its nodes"
+            )
+        return graph
+
+    def belongs_to(self, graph: Graph) -> bool:
+        """True when this node is a node of ``graph`` (False, not an error, when its own graph is gone)."""
+        return self._graph() is graph
+
+    @property
     def handle(self) -> int:
-        """The CUgraphNode (checks that its graph is still open)."""
+        """The CUgraphNode (checks that its graph is still alive and open)."""
         self.graph.check_open()
         return self._handle
 
