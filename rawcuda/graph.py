@@ -29,6 +29,12 @@ What a graph records, and what that means for you:
   one of them was closed. A *captured* graph holds the host arrays of the copies recorded into it (the
   stream hands them over), but it cannot see the buffers behind captured launches: keep those alive
   yourself (or hand them to ``graph.keep_alive(...)``).
+* **Ownership without cycles.** Drop a graph (and its executables and nodes) and reference counting alone
+  frees it and everything it held -- no wait for the cyclic garbage collector, and nothing kept for ever
+  under ``gc.disable()``. Every reference points one way: an executable graph holds its graph, a graph its
+  nodes, a node its arguments; what points back (a node to its graph, a graph being captured to its
+  stream) is a weak reference. So keep the graph (or an executable made from it) while you use its nodes:
+  a node of a graph that is gone raises :class:`~rawcuda.checked.errors.ClosedError`.
 * **Changing arguments without re-instantiating.** ``exec.set_kernel_args(node, *args)`` swaps one kernel
   node's arguments in the executable graph (``cuGraphExecKernelNodeSetParams``); ``exec.update(graph2)``
   takes every node's parameters from a graph of the same shape (``cuGraphExecUpdate``) and raises
@@ -43,6 +49,8 @@ What capture forbids, and what rawcuda says then, is in :mod:`rawcuda.streamcapt
 from __future__ import annotations
 
 import heapq
+import itertools
+import weakref
 from collections.abc import Iterable, Sequence
 from ctypes import byref, c_int, c_size_t, c_void_p
 from typing import TYPE_CHECKING, Any
@@ -90,7 +98,9 @@ class Graph(Resource):
         result (``rawcuda.capture(stream)`` does both)."""
         graph = cls.__new__(cls)
         graph._setup(stream.context)
-        graph._capture_stream = stream
+        # Weak: the stream holds the graph while it captures (stream.capturing), and the Capture holds the
+        # stream; a strong reference back would make a cycle for as long as a capture is left unfinished.
+        graph._capture_stream = weakref.ref(stream)
         return graph
 
     def receive_capture(self, handle: int) -> None:
@@ -103,19 +113,21 @@ class Graph(Resource):
             self._take(handle)
         else:
             self._closed = True
+            self._kept = []  # the recorded work was discarded: nothing needs what it would have used
             self.context.forget(self)
 
     @property
     def capture_stream(self) -> Stream | None:
         """The stream recording into this graph, or None once the capture has ended."""
-        return self._capture_stream
+        return self._capture_stream() if self._capture_stream is not None else None
 
     def _setup(self, context: Context) -> None:
         Resource.__init__(self, context)
         self._handle = 0
-        self._capture_stream: Stream | None = None
+        # Set (a weak reference) from for_capture() until receive_capture(): "being captured".
+        self._capture_stream: weakref.ref[Stream] | None = None
         self._nodes: dict[int, Node] = {}  # handle -> Node, so asking twice gives the same objects
-        self._held: list[Any] = []  # arguments and host memory the recorded work uses at every replay
+        self._kept: list[Any] = []  # what keep_alive() was given: host memory of captured copies ...
 
     def _take(self, handle: int) -> None:
         self._handle = handle
@@ -132,13 +144,26 @@ class Graph(Resource):
         return self._handle
 
     def keep_alive(self, *objects: Any) -> None:
-        """Hold ``objects`` (buffers, host arrays) as long as this graph -- and executables made from it -- live."""
-        self._held.extend(objects)
+        """Hold ``objects`` (buffers, host arrays) as long as this graph -- and executables whose parameters
+        come from it -- live; an executable's ``launch()`` refuses to run once a buffer among them was closed."""
+        self._kept.extend(objects)
+
+    @property
+    def kept(self) -> list[Any]:
+        """What :meth:`keep_alive` was given, as a live list: an executable graph shares it while its
+        parameters come from this graph, so objects kept after ``instantiate()`` are held and checked too."""
+        return self._kept
+
+    def node_arguments(self) -> dict[int, tuple[Any, ...]]:
+        """Node handle -> what that kernel node's launch uses now (``KernelNode.in_use``), for the kernel
+        nodes whose arguments rawcuda packed: a copy, which an executable graph takes as its own."""
+        return {h: node.in_use for h, node in self._nodes.items() if isinstance(node, KernelNode) and node.in_use}
 
     @property
     def held(self) -> tuple[Any, ...]:
-        """What the graph keeps alive: argument tuples of its kernel nodes, host memory of captured copies ..."""
-        return tuple(self._held)
+        """What the graph keeps alive: what its kernel nodes use (function, arguments, packed block), and
+        what :meth:`keep_alive` was given (host memory of captured copies ...)."""
+        return (*self.node_arguments().values(), *self._kept)
 
     # --- explicit nodes ----------------------------------------------------------------------------------
     def add_kernel(
@@ -166,9 +191,8 @@ class Graph(Resource):
         node = c_void_p()
         self.context.activate()
         cu.cuGraphAddKernelNode(byref(node), handle, deps, len(deps), byref(params))
-        self._held.append((fn, args, packed))
         kernel = KernelNode(self, node.value or 0, fn.handle, config, fn)
-        kernel.args = args
+        kernel.args, kernel.packed = args, packed  # the node holds what its launch uses (and the graph the node)
         self._nodes[kernel.handle] = kernel
         return kernel
 
@@ -186,7 +210,7 @@ class Graph(Resource):
     def _dependencies(self, nodes: Iterable[Node]) -> Any:
         deps = list(nodes)
         for dep in deps:
-            if not isinstance(dep, Node) or dep.graph is not self:
+            if not isinstance(dep, Node) or not dep.belongs_to(self):
                 raise ValueError(f"depends_on takes nodes of this graph; {dep!r} is not one")
         if len({d.handle for d in deps}) != len(deps):
             raise ValueError("depends_on lists a node twice (the driver refuses duplicate dependencies)")
@@ -195,6 +219,18 @@ class Graph(Resource):
     # --- reading a graph ------------------------------------------------------------------------------------
     def nodes(self) -> list[Node]:
         """Every node, in an order that respects the dependencies (for a capture: the order of the calls)."""
+        handles, edges = self._listing()
+        return [self.node(h) for h in topological_order(handles, edges)]
+
+    def sole_order(self) -> list[Node] | None:
+        """Every node in the one order its dependencies allow -- or None when they allow more than one (two
+        nodes that do not depend on each other, as in a fork). A capture on one stream has a sole order."""
+        handles, edges = self._listing()
+        order = topological_order(handles, edges)
+        return [self.node(h) for h in order] if is_only_order(order, edges) else None
+
+    def _listing(self) -> tuple[list[int], list[tuple[int, int]]]:
+        """The driver's node handles and (from, to) dependency edges, in the driver's order."""
         handle = self._ready()
         self.context.activate()
         count = c_size_t()
@@ -209,7 +245,7 @@ class Graph(Resource):
         if edges.value:
             cu.cuGraphGetEdges(handle, sources, targets, None, byref(edges))
         pairs = [(a or 0, b or 0) for a, b in zip(sources[: edges.value], targets[: edges.value], strict=True)]
-        return [self.node(h) for h in topological_order(handles, pairs)]
+        return handles, pairs
 
     def kernel_nodes(self) -> list[KernelNode]:
         """The kernel nodes in dependency order: ``graph.kernel_nodes()[2]`` is the 3rd kernel launched."""
@@ -217,6 +253,7 @@ class Graph(Resource):
 
     def node(self, handle: int) -> Node:
         """The Node (a KernelNode for kernels) with driver handle ``handle``: the same object every time."""
+        self.check_open()  # a closed graph has let go of its nodes: never ask the driver about a destroyed one
         node = self._nodes.get(handle)
         if node is None:
             kind = c_int()
@@ -236,9 +273,18 @@ class Graph(Resource):
         """Validate and lay out the whole graph once (the expensive step); the result replays cheaply."""
         return GraphExec(self, flags)
 
+    def close(self) -> None:
+        """Destroy the graph and let go of its nodes and what they held. Executables made from it keep
+        working: they hold their own copy of what they use (so these are new containers, not cleared ones)."""
+        if self._closed:
+            return
+        super().close()
+        self._nodes = {}
+        self._kept = []
+
     def __repr__(self) -> str:
         if self._capture_stream is not None:
-            return f"<Graph capturing on {self._capture_stream!r}>"
+            return f"<Graph capturing on {self.capture_stream!r}>"
         state = " closed" if self._closed else ""
         return f"<Graph {self._handle:#x}{state}>"
 
@@ -270,4 +316,16 @@ def topological_order(nodes: Sequence[int], edges: Iterable[tuple[int, int]]) ->
     return order
 
 
-__all__ = ["Graph", "GraphExec", "topological_order"]
+def is_only_order(order: Sequence[int], edges: Iterable[tuple[int, int]]) -> bool:
+    """Whether ``order`` (a topological order of a graph with ``edges``) is its *only* one.
+
+    It is exactly when each node depends directly on the one before it: if some neighbours a, b had no edge
+    a -> b, nothing would force a before b, and swapping them would give another valid order. Why it
+    matters: ``cuGraphExecUpdate`` pairs the new graph's nodes with the executable's without saying how;
+    when both graphs have one order, a pairing that keeps every dependency can only be position by position.
+    """
+    linked = set(edges)
+    return all((a, b) in linked for a, b in itertools.pairwise(order))
+
+
+__all__ = ["Graph", "GraphExec", "is_only_order", "topological_order"]

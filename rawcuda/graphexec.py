@@ -9,7 +9,17 @@ lays out every node once, so that each ``launch(stream)`` submits all of the gra
   with a :class:`~rawcuda.checked.errors.GraphError` that names the driver's reason when the shapes differ.
 
 A replay reads the buffers a graph was given *now*: a buffer closed while an executable graph still uses it
-would be a use-after-free on the GPU, so ``launch`` refuses to run once one was closed.
+would be a use-after-free on the GPU, so ``launch`` refuses to run once one was closed. "Still uses" follows
+the changes: the executable graph keeps its own record of what each kernel node uses, taken from the graph
+at ``instantiate()``, replaced for one node by ``set_kernel_args`` and for all of them by ``update(graph2)``.
+What was replaced is neither held nor checked any more -- close it, and the replays go on with the new
+arguments; what is still in use, closed, makes ``launch`` raise :class:`~rawcuda.checked.errors.ClosedError`.
+
+One case rawcuda cannot follow exactly: ``cuGraphExecUpdate`` pairs the nodes of ``graph2`` with the
+executable's without saying how. When both graphs have a sole order (a chain, as one stream's capture is),
+the pairing can only be position by position, and rawcuda follows it. Otherwise (a fork, a join) a later
+``set_kernel_args(node, ...)`` cannot tell which of ``graph2``'s arguments it replaced, so those stay checked
+until the next ``update`` -- the safe side: a needless ``ClosedError``, never a launch on freed memory.
 """
 
 from __future__ import annotations
@@ -66,7 +76,9 @@ class GraphExec(Resource):
     """An instantiated graph: ``exec.launch(stream)`` replays all of its work with one driver call.
 
     It keeps the :class:`Graph` it was made from alive (its nodes identify what ``set_kernel_args``
-    changes, and its arguments are what the replays use).
+    changes), and holds what its replays use: the arguments of each kernel node as they were when it took
+    the node's parameters, and the objects kept by the graph its parameters come from (the module docstring
+    says how that follows ``set_kernel_args`` and ``update``). Nothing points back at it: no cycles.
     """
 
     close_order = CloseOrder.EXECUTABLE_GRAPH
@@ -82,8 +94,11 @@ class GraphExec(Resource):
         self._own(_destroy_exec, self._handle)
         self._c_handle = c_void_p(self._handle)
         self.graph = graph
-        self._params_from = graph  # the graph whose node parameters are in effect (changed by update())
-        self._node_args: dict[int, tuple[Any, ...]] = {}  # node handle -> arguments set by set_kernel_args
+        # What the replays use, the only things launch() checks. Keyed by handles of self.graph's nodes (ints,
+        # not Nodes: nothing here points into a graph's node table); values are KernelNode.in_use tuples.
+        self._in_use: dict[int, tuple[Any, ...]] = graph.node_arguments()
+        self._unpaired: list[tuple[Any, ...]] = []  # in use, but not known for which node (see update)
+        self._kept: list[Any] = graph.kept  # live: what that graph is given later is used (and checked) too
         self._generation = -1  # closes when the arguments were last known to be open
 
     @property
@@ -125,7 +140,7 @@ class GraphExec(Resource):
         stay; the arguments are checked against the kernel's signature like a launch's.
         """
         self.check_open()
-        if not isinstance(node, KernelNode) or node.graph is not self.graph:
+        if not isinstance(node, KernelNode) or not node.belongs_to(self.graph):
             raise ValueError(
                 f"{node!r} is not a kernel node of {self.graph!r}, the graph this was instantiated "
                 "from (take it from exec.kernel_nodes())"
@@ -135,7 +150,8 @@ class GraphExec(Resource):
         params = kernel_node_params(fn, node.config, packed)
         self.context.activate()
         cu.cuGraphExecKernelNodeSetParams(self._handle, node.handle, byref(params))
-        self._node_args[node.handle] = (args, packed)  # the buffers must outlive the replays that use them
+        # The node's old arguments are not used any more: replaced, so no longer held nor checked.
+        self._in_use[node.handle] = (fn, args, packed)
         self._generation = -1
 
     def update(self, graph: Graph) -> None:
@@ -148,6 +164,9 @@ class GraphExec(Resource):
         source = graph.handle
         if graph.context.raw_handle != self.context.raw_handle:
             raise ValueError(f"{graph!r} belongs to another context than {self!r}")
+        # Worked out before the update: once the driver has switched to the new parameters, a failure here
+        # would leave a record of the old ones, and the new buffers unchecked.
+        in_use, unpaired = self._paired_with(graph)
         info = CUgraphExecUpdateResultInfo()
         self.context.activate()
         try:
@@ -156,14 +175,29 @@ class GraphExec(Resource):
             if info.result == GraphExecUpdateResult.SUCCESS:
                 raise
             raise _update_error(exc, info, graph) from None
-        self._params_from = graph
-        self._node_args.clear()  # every node now has the new graph's parameters
+        # Every node has the new graph's parameters now: what the old ones used is not used any more (what
+        # both use is in the new record). Not `graph` itself: the driver copied what it needs.
+        self._in_use, self._unpaired, self._kept = in_use, unpaired, graph.kept
         self._generation = -1
+
+    def _paired_with(self, graph: Graph) -> tuple[dict[int, tuple[Any, ...]], list[tuple[Any, ...]]]:
+        """What ``graph``'s kernel nodes use, keyed by the node of ``self.graph`` each was paired with -- or,
+        when rawcuda cannot know the driver's pairing, as a list for no node in particular."""
+        arguments = graph.node_arguments()
+        if graph is self.graph:
+            return arguments, []
+        mine = None if self.graph.closed else self.graph.sole_order()
+        theirs = graph.sole_order()
+        if mine is None or theirs is None or len(mine) != len(theirs):
+            return {}, list(arguments.values())
+        # Both have one order, and the update kept every dependency: node i was paired with node i.
+        paired = {new.handle: old.handle for old, new in zip(mine, theirs, strict=True)}
+        return {paired[handle]: used for handle, used in arguments.items()}, []
 
     def _check_arguments_open(self) -> None:
         """Refuse to replay a graph whose buffers (or kernels) were closed: the GPU would use freed memory."""
-        pending: list[Any] = [self.graph.held, self._params_from.held, list(self._node_args.values())]
-        while pending:  # the held items nest: (function, args, packed) tuples inside lists
+        pending: list[Any] = [list(self._kept), *self._in_use.values(), *self._unpaired]
+        while pending:  # what is in use nests: (function, args, packed) tuples inside lists
             item = pending.pop()
             if isinstance(item, tuple | list):
                 pending.extend(item)

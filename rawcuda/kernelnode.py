@@ -6,17 +6,27 @@ A :class:`Node` is a handle inside a :class:`~rawcuda.graph.Graph`, valid while 
 them back (:meth:`KernelNode.raw_args`, decoded by the kernel's signature) and change them in the graph
 (:meth:`KernelNode.set_args`). :func:`kernel_node_params` builds the C struct from a packed launch; the
 graph and the executable graph both use it.
+
+Who holds whom: the graph holds its nodes (so that asking twice gives the same objects), and a kernel node
+holds the arguments its launch uses (:attr:`KernelNode.in_use`) -- so the graph holds them through its
+nodes. A node points back at its graph only *weakly*: a strong reference back would make a cycle, and the
+graph, its nodes and every buffer they hold would wait for the cyclic garbage collector (with
+``gc.disable()``, forever). So a node works while its graph is alive -- referenced by you, or by an
+executable graph made from it -- and raises :class:`~rawcuda.checked.errors.ClosedError` once the graph is
+closed or gone (its driver handle would name a destroyed graph).
 """
 
 from __future__ import annotations
 
 import ctypes
 import struct
+import weakref
 from collections.abc import Sequence
 from ctypes import byref
 from typing import TYPE_CHECKING, Any
 
 from .checked import cu
+from .checked.errors import ClosedError
 from .context import Context
 from .ffi.constants import GraphNodeType
 from .ffi.types import CUDA_KERNEL_NODE_PARAMS, VOIDPP
@@ -31,16 +41,32 @@ _FLOAT_FORMATS = {4: "<f", 8: "<d"}  # little-endian IEEE float32 / float64, as 
 
 
 class Node:
-    """One node of a :class:`Graph` (valid while the graph is open)."""
+    """One node of a :class:`Graph` (valid while the graph is open, and alive: see the module docstring)."""
 
     def __init__(self, graph: Graph, handle: int, kind: GraphNodeType | int) -> None:
-        self.graph = graph
+        # Weak: the graph holds its nodes, so a strong reference back would be a cycle (module docstring).
+        self._graph = weakref.ref(graph)
         self._handle = handle
         self.kind = kind
 
     @property
+    def graph(self) -> Graph:
+        """The graph this node belongs to; ClosedError once nothing holds that graph any more."""
+        graph = self._graph()
+        if graph is None:
+            raise ClosedError(
+                f"{self!r} belongs to a graph that was garbage-collected (nothing referenced it any more), "
+                "so its driver handle is gone: keep the Graph, or a GraphExec made from it, while you use its nodes"
+            )
+        return graph
+
+    def belongs_to(self, graph: Graph) -> bool:
+        """True when this node is a node of ``graph`` (False, not an error, when its own graph is gone)."""
+        return self._graph() is graph
+
+    @property
     def handle(self) -> int:
-        """The CUgraphNode (checks that its graph is still open)."""
+        """The CUgraphNode (checks that its graph is still alive and open)."""
         self.graph.check_open()
         return self._handle
 
@@ -54,8 +80,9 @@ class KernelNode(Node):
 
     ``function`` is the rawcuda :class:`~rawcuda.function.Function` it runs when rawcuda can find it (the
     kernel was launched through a rawcuda Function of a module that is still open), else None. ``args`` is
-    the Python arguments for nodes made by ``add_kernel`` (None for captured nodes: rawcuda did not see
-    them); :meth:`raw_args` reads the values the node really holds.
+    the Python arguments for nodes made by ``add_kernel`` or given by :meth:`set_args` (None for captured
+    nodes: rawcuda did not see them), and ``packed`` the packed block they were written into; :meth:`raw_args`
+    reads the values the node really holds.
     """
 
     def __init__(
@@ -68,6 +95,17 @@ class KernelNode(Node):
         self.block = tuple(config[3:6])
         self.shared_mem = config[6]
         self.args: tuple[Any, ...] | None = None
+        self.packed: Packed | None = None
+
+    @property
+    def in_use(self) -> tuple[Any, ...]:
+        """What every launch of this node uses, as far as rawcuda knows: ``(function, args, packed)`` for
+        arguments rawcuda packed (``add_kernel``, :meth:`set_args`), ``()`` for a captured node. The graph
+        holds it (through this node), and an executable graph takes a copy of it when it takes the node's
+        parameters; a replay refuses to run once something in it was closed."""
+        if self.args is None:
+            return ()
+        return (self.function, self.args, self.packed)
 
     @property
     def config(self) -> LaunchConfig:
@@ -129,8 +167,8 @@ class KernelNode(Node):
         params = kernel_node_params(fn, self.config, packed)
         self.graph.context.activate()
         cu.cuGraphKernelNodeSetParams(self.handle, byref(params))
-        self.graph.keep_alive((args, packed))
-        self.args = args
+        # The old arguments are the graph's no longer (executables made before keep their own copy of them).
+        self.args, self.packed = args, packed
 
     def __repr__(self) -> str:
         return f"<KernelNode {self.name} grid={self.grid} block={self.block} {self._handle:#x}>"

@@ -1,20 +1,30 @@
 """CUDA graphs without a driver (CPU only): rawcuda.graph and the two files behind it, graphexec.py and kernelnode.py.
 
 The modules import without a driver; the node-type table matches cuda.h; every GraphExecUpdateResult has an
-explanation; node ordering; decoding a kernel node's argument bytes. Capture is in test_streamcapture.py.
+explanation; node ordering (and when it is the only one); decoding a kernel node's argument bytes; who holds
+whom -- a node its graph only weakly, a graph being captured its stream only weakly, a closed graph nothing --
+on stand-in objects that never reach a driver. Capture is in test_streamcapture.py; on a GPU, the lifetimes
+are in tests/gpu/test_graph_lifetimes.py.
 """
 
 from __future__ import annotations
 
+import gc
 import os
 import struct
+import weakref
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
+import numpy as np
 import pytest
 
 from rawcuda import graph, graphexec, kernelnode
+from rawcuda.checked.errors import ClosedError
 from rawcuda.ffi.constants import GraphExecUpdateResult, GraphNodeType
 from rawcuda.kernelargs import ParamSpec
+from rawcuda.stream import Stream
 from rawcuda.tools import cheader, headercheck
 from tests.helpers import run_python
 
@@ -63,3 +73,103 @@ def test_decode_arg() -> None:
     assert kernelnode.decode_arg(struct.pack("<f", 1.5), ParamSpec("float", 4, "f32")) == 1.5
     assert kernelnode.decode_arg(struct.pack("<d", -0.25), ParamSpec("float", 8, "f64")) == -0.25
     assert kernelnode.decode_arg(b"\x01\x02\x03", ParamSpec("bytes", 3, "b8[3]")) == b"\x01\x02\x03"
+
+
+def test_is_only_order() -> None:
+    assert graph.is_only_order([1, 2, 3], [(1, 2), (2, 3)])  # a chain: one stream's capture
+    assert graph.is_only_order([1, 2, 3], [(1, 2), (2, 3), (1, 3)])  # a shortcut edge does not add an order
+    assert not graph.is_only_order([1, 2, 3], [(1, 2), (1, 3)])  # a fork: 2 and 3 could swap
+    assert not graph.is_only_order([1, 2], [])  # two roots
+    assert graph.is_only_order([7], []) and graph.is_only_order([], [])
+
+
+# --- who holds whom (stand-ins: nothing here reaches a driver) ------------------------------------------------
+class StandInContext:
+    """Just enough of a Context for graphs that never call the driver: not usable, so a finalizer leaks."""
+
+    usable = False
+    raw_handle = 0
+
+    def adopt(self, child: Any) -> None:
+        pass
+
+    def forget(self, child: Any) -> None:
+        pass
+
+
+def stand_in_stream() -> Stream:
+    stream = Stream.__new__(Stream)
+    stream.context = StandInContext()  # type: ignore[assignment]
+    stream._closed = False
+    stream._handle = 0x1234
+    return stream
+
+
+def stand_in_graph(handle: int = 0x5678) -> graph.Graph:
+    """A Graph that owns a made-up handle: what a capture hands over, without a driver."""
+    made = graph.Graph.for_capture(stand_in_stream())
+    made.receive_capture(handle)
+    return made
+
+
+@pytest.fixture
+def cyclic_gc_off() -> Iterator[None]:
+    """Only reference counting frees anything in the test: a cycle would keep its objects."""
+    gc.collect()
+    enabled = gc.isenabled()
+    gc.disable()
+    yield
+    if enabled:
+        gc.enable()
+
+
+def test_a_node_holds_its_graph_weakly_and_is_closed_once_it_is_gone(cyclic_gc_off: None) -> None:
+    # The graph holds its nodes; a node held its graph: a cycle that kept both (and the buffers the graph held)
+    # until the cyclic GC ran. A node works while its graph lives, and is a clear ClosedError after.
+    owner = stand_in_graph()
+    node = kernelnode.Node(owner, 0x42, GraphNodeType.EMPTY)
+    assert node.graph is owner and node.belongs_to(owner) and node.handle == 0x42
+    owner_ref = weakref.ref(owner)
+    del owner
+    assert owner_ref() is None, "the node kept its graph alive"
+    with pytest.raises(ClosedError, match="garbage-collected"):
+        node.handle  # noqa: B018 (the property is the test)
+    with pytest.raises(ClosedError, match="garbage-collected"):
+        node.graph  # noqa: B018
+    assert not node.belongs_to(stand_in_graph())
+    closed = stand_in_graph()
+    other = kernelnode.Node(closed, 0x43, GraphNodeType.EMPTY)
+    closed.close()
+    with pytest.raises(ClosedError, match="closed"):
+        other.handle  # noqa: B018
+
+
+def test_a_graph_being_captured_holds_its_stream_weakly(cyclic_gc_off: None) -> None:
+    # While a stream captures, it holds its graph (stream.capturing) and the graph held the stream: a cycle for
+    # as long as a capture is left unfinished (an __enter__ without __exit__), which pinned all the graph kept.
+    stream = stand_in_stream()
+    captured = graph.Graph.for_capture(stream)
+    stream.capturing = captured  # what Capture.__enter__ does
+    assert captured.capture_stream is stream
+    kept = np.ones(4)
+    captured.keep_alive(kept)
+    refs = [weakref.ref(obj) for obj in (stream, captured, kept)]
+    del stream, captured, kept
+    assert [ref() for ref in refs] == [None, None, None]
+
+
+@pytest.mark.parametrize("ending", ["closed", "failed capture"])
+def test_a_graph_that_can_no_longer_run_lets_go_of_what_it_kept(ending: str) -> None:
+    # A closed graph (or a capture that failed) will never replay: it need not keep host memory or buffers.
+    if ending == "closed":
+        finished = stand_in_graph()
+        finished.keep_alive(kept := np.ones(4))
+        finished.close()
+    else:
+        finished = graph.Graph.for_capture(stand_in_stream())
+        finished.keep_alive(kept := np.ones(4))
+        finished.receive_capture(0)
+    assert finished.closed and finished.held == ()
+    kept_ref = weakref.ref(kept)
+    del kept
+    assert kept_ref() is None
