@@ -8,23 +8,19 @@ explicit and idempotent (``weakref.finalize`` is only the fallback, and never ca
 poisoned or forked context, or a dying interpreter); ``Context.close()`` closes the children first.
 
 Which context? By default the device's **primary context** (the one the CUDA runtime, CuPy and torch
-use); ``Context.create()`` makes a private one with explicit flags.
+use); ``Context.create()`` makes a private one. Which is *current*? The driver keeps one per thread, and
+other libraries change it too: every method makes its object's context current first, asking the driver
+(:mod:`rawcuda.current` says why), so objects work from any thread and beside torch or CuPy. ``with ctx:``
+pushes and pops -- also when the body raises, or closed the context.
 
-Which context is *current*? The driver keeps one per thread, and other libraries change it too. Every
-rawcuda method makes its object's context current first (like ``cudaSetDevice``), asking the driver
-what is current rather than trusting a memory of it (:mod:`rawcuda.current` says why), so objects work
-from any thread and beside torch or CuPy. ``with ctx:`` pushes the context and pops it on exit -- even
-when the body raises, and also when the body closed the context.
+Numpy views of host memory (pinned, managed) cannot be revoked, and destroying a context frees all of
+its memory: while such a view lives the context *holds* -- ``close()`` closes everything, and the
+CUcontext itself goes with the last view.
 
-Host memory (pinned, managed) is seen through numpy views that rawcuda cannot revoke, and destroying a
-context frees every allocation in it. So while such a view is alive the context *holds*: ``close()``
-closes everything as usual, but the CUcontext itself is released when the last view is gone.
-
-A **sticky** error (a kernel faulted) leaves CUDA unusable for the rest of the process -- every context,
-not only the one that faulted (measured; see the poisoning section below). rawcuda marks every context
-*poisoned*: every later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last
-launch; ``RAWCUDA_SYNC_LAUNCHES=1`` synchronizes after every launch so the error points at the guilty kernel.
-The whole story, with the close order, is in docs/architecture.md ("Lifetimes", "Close order").
+A **sticky** error (a kernel faulted) leaves CUDA unusable in the whole process (measured; see the
+poisoning section below): every context is *poisoned*, and every later use raises
+:class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last launch. The whole
+story, with the close order, is in docs/architecture.md ("Lifetimes", "Close order").
 """
 
 from __future__ import annotations
@@ -70,7 +66,9 @@ class Context:
         self._poison: CudaError | None = None
         self._closed = False
         self._pid = os.getpid()
-        self.last_launch: Any = None  # the Function launched last (named in the poisoned-context error)
+        # The Function launched last, named in the poisoned-context error: a weak reference (a Function holds its
+        # module, which holds this context -- a strong one would be a cycle), set by every launch.
+        self.last_launch_ref: Callable[[], Any] = _nothing
         self._enter_stack = threading.local()
         self._holds = 0  # host views still alive (see hold()): the CUcontext outlives close() until they go
         self._release_deferred = False
@@ -213,6 +211,11 @@ class Context:
         self.activate()
         cu.cuCtxSetLimit(int(limit), value)
 
+    @property
+    def last_launch(self) -> Any:
+        """The Function launched last in this context (while it is alive), or None."""
+        return self.last_launch_ref()
+
     # --- lifetime ------------------------------------------------------------------------------------------
     @property
     def closed(self) -> bool:
@@ -308,6 +311,10 @@ class Context:
         return f"<Context {kind} {self._handle:#x} on device {self.device.ordinal}{state}>"
 
 
+def _nothing() -> None:  # what last_launch_ref is before the first launch
+    return None
+
+
 def _describe_launch(fn: Any) -> str:
     if fn is None:
         return "none recorded"
@@ -315,7 +322,7 @@ def _describe_launch(fn: Any) -> str:
     return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream!r}"
 
 
-def _release_primary(handle: int, device: int) -> None:
+def _release_primary(handle: int, device: int) -> None:  # (the release functions take the same two arguments)
     cu.cuDevicePrimaryCtxRelease(device)
 
 
@@ -341,12 +348,9 @@ _poisoned_handles: dict[int, CudaError] = {}  # handle -> the sticky error that 
 def _observe(error: CudaError) -> None:
     if not isinstance(error, KernelFaultError):
         return
-    handle = peek_current()  # the call that failed ran in the current context: every caller activates first
     with _live_lock:
-        victims = [(h, ctx) for h, contexts in _live.items() for ctx in list(contexts)]
-        if handle:
-            _poisoned_handles.setdefault(handle, error)
-        for h, ctx in victims:
+        _poisoned_handles.setdefault(peek_current(), error)  # the failed call ran in the current context
+        for h, ctx in [(h, ctx) for h, contexts in _live.items() for ctx in list(contexts)]:
             _poisoned_handles.setdefault(h, error)
             if ctx._poison is None:
                 ctx._poison = error

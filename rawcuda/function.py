@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import weakref
 from ctypes import byref, c_int, c_uint, c_void_p
 from typing import TYPE_CHECKING, Any
 
@@ -70,6 +71,7 @@ class Function:
         self._packed = EMPTY_PACK  # the latest packed arguments (see ArgPacker)
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
         self.last_config: tuple[Any, ...] = (0, 0, 0, None)  # (grid, block, shared_mem, stream) of the last launch
+        self._ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
 
     @property
     def closed(self) -> bool:
@@ -144,7 +146,10 @@ class Function:
         cuLaunchKernel through an argtypes-free binding of the table row -- close to a bare ctypes call.
         Launching one Function from several threads at once is safe (packed blocks are never rewritten).
         """
-        key = (grid, block, shared_mem, stream)
+        # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for
+        # good) would keep every stream ever used alive, and the host arrays it holds for pending copies. An id
+        # is safe because a stream's death moves closes.generation (stream.py), which empties this cache.
+        key = (grid, block, shared_mem, id(stream))
         try:
             prepared = self._prepared.get(key)
         except TypeError:  # a grid or block given as a list is unhashable: the slow path checks and converts it
@@ -163,8 +168,8 @@ class Function:
         rc = _launch_kernel.call(*prepared, packed.array, None)
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
-        ctx.last_launch = self  # named in the error if a sticky fault ever poisons the context
-        self.last_config = key
+        ctx.last_launch_ref = self._ref  # named in the error if a sticky fault ever poisons the context
+        self.last_config = (grid, block, shared_mem, stream)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
@@ -210,7 +215,7 @@ class Function:
         h_stream = stream_handle(stream, self.context)
         prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
         if len(self._prepared) < _MAX_CONFIGS:
-            self._prepared[(_hashable(grid), _hashable(block), shared_mem, stream)] = prepared
+            self._prepared[(_hashable(grid), _hashable(block), shared_mem, id(stream))] = prepared
         return prepared
 
     def configure(self, grid: Any, block: Any, shared_mem: int = 0) -> LaunchConfig:
@@ -317,7 +322,7 @@ class BoundLaunch:
         rc = _launch_kernel.call(*self._call)
         if rc:
             launch_failed(rc, ctx, self._call)
-        ctx.last_launch = fn
+        ctx.last_launch_ref = fn._ref
         fn.last_config = self._spec
         if SYNC_LAUNCHES:
             ctx.synchronize()

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import weakref
 from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
 from pathlib import Path
 
@@ -96,7 +97,10 @@ class Module(Resource):
         super().__init__(ctx)
         self._handle = handle
         self._own(_unload, handle)
-        self._functions: dict[str, Function] = {}
+        # Weak values: a Function holds its Module (a kernel lives as long as its module), so a module holding
+        # its Functions strongly would be a reference cycle -- a dropped module would wait for the cyclic GC
+        # (with gc.disable(), forever) to be unloaded.
+        self._functions: weakref.WeakValueDictionary[str, Function] = weakref.WeakValueDictionary()
 
     def _check_ptx_version(self, info: ptx.PtxInfo) -> None:
         driver = checked.driver_version()
@@ -176,13 +180,14 @@ class Module(Resource):
         return names
 
     def function(self, name: str) -> Function:
-        """The kernel called ``name`` (cached: asking twice returns the same Function)."""
+        """The kernel called ``name`` (asking twice returns the same Function, while you hold it)."""
         self.check_open()
         if not isinstance(name, str):
             raise TypeError(f"a kernel name is a str, e.g. module.function('vector_add'), not {type(name).__name__}")
         fn = self._functions.get(name)
         if fn is None:
-            fn = self._functions[name] = self._lookup(name)
+            fn = self._lookup(name)
+            self._functions[name] = fn
         return fn
 
     def _lookup(self, name: str) -> Function:

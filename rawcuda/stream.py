@@ -29,7 +29,7 @@ from .checked.errors import NotReadyError
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
-from .resource import Resource
+from .resource import Resource, closes
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
 
@@ -47,6 +47,9 @@ def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deq
     spare_markers.clear()
     held.clear()
     cu.cuStreamDestroy(handle)
+    # Launch caches key streams by id() so as not to keep them alive (function.py); a dead stream's id may be
+    # reused, so its death -- garbage-collected, not only closed -- must move the counter that empties them.
+    closes.generation += 1
 
 
 class Stream(Resource):
