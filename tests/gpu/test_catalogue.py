@@ -424,6 +424,13 @@ CASES: list[Case] = [
         r"u64: a device pointer \(DeviceBuffer\) or a 64",
     ),
     Case(
+        "launch-negative-size",
+        lambda k: k.vector_add.launch(1, BLOCK, *k.abc(), -1),
+        ArgumentError,
+        r"vector_add argument 3: -1 does not fit u64",
+        r"np\.int64\(-1\)",
+    ),
+    Case(
         "launch-float-for-size",
         lambda k: k.vector_add.launch(1, BLOCK, *k.abc(), 1.5),
         ArgumentError,
@@ -435,7 +442,7 @@ CASES: list[Case] = [
         lambda k: k.module(INT_PARAM_PTX, name="int.ptx").function("takes_int").launch(1, 1, 1 << 32),
         ArgumentError,
         r"takes_int argument 0: 4294967296 does not fit",
-        r"u32: a 32-bit integer",
+        r"declare it size_t",
     ),
     Case(
         "launch-numpy-int-for-f32",
