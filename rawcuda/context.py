@@ -88,6 +88,8 @@ class Context:
         self._closed = False
         self._pid = os.getpid()
         self.last_launch: Any = None  # the Function launched last (named in the poisoned-context error)
+        # What higher layers keep per Context object (rawcuda.ops: its Modules), living exactly as long as it.
+        self.cache: dict[str, Any] = {}
         self._enter_stack = threading.local()
         with _live_lock:
             _live.setdefault(handle, weakref.WeakSet()).add(self)
@@ -106,11 +108,8 @@ class Context:
 
     @classmethod
     def create(cls, device: Device | int = 0, flags: CtxFlag = CtxFlag.SCHED_AUTO) -> Context:
-        """A new private context with explicit flags (cuCtxCreate_v4).
-
-        cuCtxCreate also pushes the new context onto this thread's stack; we pop it again so that
-        creating a context does not change what is current -- use ``with ctx:`` for that.
-        """
+        """A new private context with explicit flags (cuCtxCreate_v4). cuCtxCreate also pushes it onto this
+        thread's stack; it is popped again, so creating one changes nothing current (``with ctx:`` does that)."""
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
@@ -278,6 +277,7 @@ class Context:
                         child.close()
                     except Exception as exc:  # keep closing the others; report the first afterwards
                         errors.append(exc)
+            self.cache.clear()  # what higher layers kept here was among the children just closed
             self._finalizer.detach()
             self._closed = True
             self._unusable = "the context was closed"

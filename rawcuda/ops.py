@@ -19,6 +19,13 @@ in x and y; transpose and matmul in y); where it does not, the entry point refus
 ``ValueError`` naming the limit before anything is launched (transpose's columns, matmul's N, the
 reduction's ``blocks``). Those limits are beyond any GPU's memory today, but a launch that cannot cover
 its data must say so, not wrap.
+
+Modules. Each context loads a shipped PTX file once, on first use. The loaded Modules are kept in the
+:class:`Context` object's ``cache`` -- not in a dict here: a module-level dict would keep every context
+that ever ran an op alive forever (the Module holds its context), and a dict keyed by the handle *value*
+could hand a reused handle another context's module. Held by the Context, a module is closed with it
+(``Context.close()``) and collected with it; :meth:`Resource.hold_context_weakly` keeps the module's
+own fallback finalizer from holding the context alive in turn.
 """
 
 from __future__ import annotations
@@ -49,19 +56,22 @@ MATMUL_MAX_N = MAX_GRID_X * MATMUL_TILE  # one block per 64 columns of C, in x (
 TRANSPOSE_MAX_COLS = MAX_GRID_X * TRANSPOSE_TILE  # one block per 32 columns of x, in x (no loop over x)
 F32 = np.dtype(np.float32)
 
-_modules: dict[tuple[int, str], Module] = {}
+_CACHE_KEY = __name__  # this module's entry in Context.cache: {stem: Module}
 _lock = threading.Lock()
 
 
 def kernel(stem: str, name: str, context: Context) -> Function:
-    """``name`` from the shipped ``kernels/<stem>.cu``, loaded once per context."""
-    key = (context.raw_handle, stem)
-    module = _modules.get(key)
+    """``name`` from the shipped ``kernels/<stem>.cu``, loaded once per Context object (see Modules, above)."""
+    modules = context.cache.get(_CACHE_KEY)
+    module = None if modules is None else modules.get(stem)
     if module is None or module.closed:
         with _lock:
-            module = _modules.get(key)
+            modules = context.cache.setdefault(_CACHE_KEY, {})
+            module = modules.get(stem)
             if module is None or module.closed:
-                module = _modules[key] = Module(kernels.ptx_path(stem), context)
+                module = Module(kernels.ptx_path(stem), context)
+                module.hold_context_weakly()  # the context holds the module: the module must not hold it back
+                modules[stem] = module
     return module.function(name)
 
 
