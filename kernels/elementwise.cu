@@ -16,11 +16,17 @@
 //   --fast-math tanhf is accurate to a couple of ulps; with it, tanhf becomes a hardware
 //   approximation and the tolerance must grow.
 // * fmaxf(v, 0) returns 0 for a NaN v (IEEE maxNum), where np.maximum would propagate the NaN.
-// * size_t offsets: rows * cols may exceed 2^31 even though each fits in an int.
+// * size_t for every extent, index and stride, so any shape an H200 holds works: rows, cols, n and
+//   rows * cols may each pass 2^31 (8 GiB of float32). With `int c` (as this kernel once had) a
+//   launch with rows = 2 and cols = 1,200,000,000 faulted: c + col_stride passed 2^31, wrapped to a
+//   negative index, and bias[c] read far outside the buffer; cols >= 2^31 arrived as a negative int
+//   and nothing was written at all. The strides are widened *before* they are multiplied:
+//   blockDim.x * gridDim.x is a product of two 32-bit unsigned values and wraps past 2^32 otherwise.
 //
 // Launch configuration (any grid is correct; these are fast):
 //   bias_relu: block = (ELEMENTWISE_BLOCK_X, ELEMENTWISE_BLOCK_Y, 1) = (32, 8, 1)
-//              grid  = (ceil(cols / 32), min(ceil(rows / 8), 65535), 1)
+//              grid  = (min(ceil(cols / 32), 2^31 - 1), min(ceil(rows / 8), 65535), 1): the loops cover
+//              the rest, so the grid's limits bound no shape
 //   gelu:      block = GELU_BLOCK (256) threads
 //              grid  = min(ceil(n / 256), a few waves, e.g. 32 * number of SMs); at least 1
 //   dynamic shared memory = 0 for both
@@ -41,14 +47,15 @@ constexpr float GELU_SQRT_2_OVER_PI = 0.7978845608028654f;  // sqrt(2 / pi)
 constexpr float GELU_CUBIC = 0.044715f;                     // the cubic term's coefficient
 
 extern "C" __global__ void
-bias_relu(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ bias, int rows, int cols)
+bias_relu(float *__restrict__ out, const float *__restrict__ in, const float *__restrict__ bias, size_t rows,
+          size_t cols)
 {
-    const int col_stride = blockDim.x * gridDim.x;
-    const int row_stride = blockDim.y * gridDim.y;
-    for (int c = blockIdx.x * blockDim.x + threadIdx.x; c < cols; c += col_stride) {
+    const size_t col_stride = static_cast<size_t>(blockDim.x) * gridDim.x;
+    const size_t row_stride = static_cast<size_t>(blockDim.y) * gridDim.y;
+    for (size_t c = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; c < cols; c += col_stride) {
         const float b = __ldg(bias + c);
-        for (int r = blockIdx.y * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
-            const size_t i = static_cast<size_t>(r) * cols + c;
+        for (size_t r = static_cast<size_t>(blockIdx.y) * blockDim.y + threadIdx.y; r < rows; r += row_stride) {
+            const size_t i = r * cols + c;
             out[i] = fmaxf(__ldg(in + i) + b, 0.0f);
         }
     }

@@ -26,6 +26,9 @@
 //   accumulators. Little's law: bandwidth x latency bytes must be in flight to saturate HBM (about
 //   4.8 TB/s x ~0.7 us = ~3.4 MB on an H200, ~25 KB per SM). 1024 threads per SM x 4 x 16 B = 64 KB.
 // * __ldg: the read-only data path; `in` is never written during the kernel.
+// * size_t for n and for every index and stride: an H200 holds well over 2^31 floats (8 GiB), and an
+//   int index would wrap there. blockIdx.x * blockDim.x is a product of two 32-bit unsigned values, so
+//   it is widened to size_t *before* the multiply (a 32-bit product would wrap at 2^32 threads).
 // * The block's final sum: __shfl_down_sync adds within each warp through registers (5 steps, no
 //   shared memory), lane 0 of each warp writes one partial to shared memory, and after one
 //   __syncthreads the first warp reduces those partials with shuffles again.

@@ -17,9 +17,22 @@
 //   block = (TILE_DIM, BLOCK_ROWS, 1) = (32, 8, 1): 256 threads; each thread handles
 //           TILE_DIM / BLOCK_ROWS = 4 rows of a 32x32 tile (fewer threads than elements, so each
 //           thread's index arithmetic is reused 4 times)
-//   grid  = (ceil(cols / 32), ceil(rows / 32), 1)   (gridDim.y <= 65535, so rows <= 65535 * 32)
+//   grid  = (ceil(cols / 32), min(ceil(rows / 32), 65535), 1)
 //   dynamic shared memory = 0 (the padded tile is static: 32 * 33 * 4 = 4224 bytes)
 // Any rows and cols work: elements outside the matrix are neither read nor written.
+//
+// Sizes past 2^31 (why everything that counts elements is size_t):
+//
+// * An H200 holds a 1 x 2^31 float matrix (8 GiB) with room to spare. With `int rows, cols` (as these
+//   kernels once took), cols = 2^31 arrived as a negative int, `col >= cols` held for every thread,
+//   and the launch returned normally having written nothing. rows, cols and every index and offset
+//   derived from them are size_t; block indices are widened *before* they are multiplied, since
+//   blockIdx.x * TILE_DIM is a 32-bit unsigned product.
+// * gridDim.y is at most 65535, so one block per tile row would stop at 65535 * 32 rows (2,097,120):
+//   a block walks the tile rows blockIdx.y, blockIdx.y + gridDim.y, ... (a grid-stride loop over
+//   tiles), and any number of rows works. The loop's bounds are the same for every thread of a block,
+//   so the __syncthreads inside it are reached by all of them. gridDim.x allows 2^31 - 1 tiles, more
+//   columns than any GPU holds (2^36 floats, 256 GiB); rawcuda.ops refuses a wider matrix.
 
 #include <cstddef>
 
@@ -27,52 +40,62 @@ constexpr int TILE_DIM = 32;     // a tile is TILE_DIM x TILE_DIM elements; bloc
 constexpr int BLOCK_ROWS = 8;    // blockDim.y: each thread covers TILE_DIM / BLOCK_ROWS rows of its tile
 constexpr int TILE_PAD = 1;      // the +1 column that removes shared-memory bank conflicts
 constexpr int TRANSPOSE_THREADS = TILE_DIM * BLOCK_ROWS;
+// Blocks per SM for full occupancy on sm_80/sm_90 (2048 threads / 256). A copy is memory bound and
+// needs every resident warp to keep loads in flight; the 64-bit indices cost registers, and without this
+// hint ptxas used 44 per thread on sm_90, which fits only 5 blocks. With it: 31-32, no spills.
+constexpr int TRANSPOSE_MIN_BLOCKS_PER_SM = 8;
 
 static_assert(TILE_DIM % BLOCK_ROWS == 0, "each thread must cover a whole number of tile rows");
 
-extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS)
-transpose_naive(float *__restrict__ out, const float *__restrict__ in, int rows, int cols)
+extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS, TRANSPOSE_MIN_BLOCKS_PER_SM)
+transpose_naive(float *__restrict__ out, const float *__restrict__ in, size_t rows, size_t cols)
 {
-    const int col = blockIdx.x * TILE_DIM + threadIdx.x;
-    const int row0 = blockIdx.y * TILE_DIM + threadIdx.y;
+    const size_t col = static_cast<size_t>(blockIdx.x) * TILE_DIM + threadIdx.x;
     if (col >= cols) {
-        return;
+        return;  // no __syncthreads below: a thread may leave early
     }
+    const size_t tile_step = static_cast<size_t>(gridDim.y) * TILE_DIM;
+    for (size_t tile_row = static_cast<size_t>(blockIdx.y) * TILE_DIM; tile_row < rows; tile_row += tile_step) {
 #pragma unroll
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {
-        const int row = row0 + j;
-        if (row < rows) {
-            out[static_cast<size_t>(col) * rows + row] = __ldg(in + static_cast<size_t>(row) * cols + col);
+        for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {
+            const size_t row = tile_row + threadIdx.y + j;
+            if (row < rows) {
+                out[col * rows + row] = __ldg(in + row * cols + col);
+            }
         }
     }
 }
 
-extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS)
-transpose_padded(float *__restrict__ out, const float *__restrict__ in, int rows, int cols)
+extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS, TRANSPOSE_MIN_BLOCKS_PER_SM)
+transpose_padded(float *__restrict__ out, const float *__restrict__ in, size_t rows, size_t cols)
 {
     __shared__ float tile[TILE_DIM][TILE_DIM + TILE_PAD];
 
-    // Read a tile of `in`: thread (x, y) reads rows y, y + 8, y + 16, y + 24 of the tile at column x.
-    const int in_col = blockIdx.x * TILE_DIM + threadIdx.x;
-    const int in_row0 = blockIdx.y * TILE_DIM + threadIdx.y;
+    const size_t in_col = static_cast<size_t>(blockIdx.x) * TILE_DIM + threadIdx.x;
+    const size_t out_row0 = static_cast<size_t>(blockIdx.x) * TILE_DIM + threadIdx.y;  // an index into `in`'s columns
+    const size_t tile_step = static_cast<size_t>(gridDim.y) * TILE_DIM;
+    for (size_t tile_row = static_cast<size_t>(blockIdx.y) * TILE_DIM; tile_row < rows; tile_row += tile_step) {
+        // Read a tile of `in`: thread (x, y) reads rows y, y + 8, y + 16, y + 24 of the tile at column x.
 #pragma unroll
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {
-        const int row = in_row0 + j;
-        if (row < rows && in_col < cols) {
-            tile[threadIdx.y + j][threadIdx.x] = __ldg(in + static_cast<size_t>(row) * cols + in_col);
+        for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {
+            const size_t row = tile_row + threadIdx.y + j;
+            if (row < rows && in_col < cols) {
+                tile[threadIdx.y + j][threadIdx.x] = __ldg(in + row * cols + in_col);
+            }
         }
-    }
-    __syncthreads();
+        __syncthreads();
 
-    // Write the tile transposed: the block's tile (by, bx) of `in` is tile (bx, by) of `out`. Thread
-    // (x, y) now writes row y + j of the output tile, column x, which is column y + j, row x of `tile`.
-    const int out_col = blockIdx.y * TILE_DIM + threadIdx.x;  // an index into `in`'s rows
-    const int out_row0 = blockIdx.x * TILE_DIM + threadIdx.y; // an index into `in`'s columns
+        // Write the tile transposed: the tile at (tile_row, bx) of `in` is the tile at (bx, tile_row) of
+        // `out`. Thread (x, y) now writes row y + j of the output tile, column x, which is column y + j,
+        // row x of `tile`.
+        const size_t out_col = tile_row + threadIdx.x;  // an index into `in`'s rows
 #pragma unroll
-    for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {
-        const int row = out_row0 + j;
-        if (row < cols && out_col < rows) {
-            out[static_cast<size_t>(row) * rows + out_col] = tile[threadIdx.x][threadIdx.y + j];
+        for (int j = 0; j < TILE_DIM; j += BLOCK_ROWS) {
+            const size_t row = out_row0 + j;
+            if (row < cols && out_col < rows) {
+                out[row * rows + out_col] = tile[threadIdx.x][threadIdx.y + j];
+            }
         }
+        __syncthreads();  // every thread has read the tile before the next tile row overwrites it
     }
 }

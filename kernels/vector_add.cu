@@ -8,6 +8,7 @@
 //   size the grid for the GPU (a few waves of blocks) rather than for the data, and n larger than
 //   gridDim.x * blockDim.x (or than 2^31) still works.
 // * size_t indices: with int, i would overflow past 2^31 elements (8 GiB of float) -- a silent bug.
+//   blockIdx.x * blockDim.x is a 32-bit unsigned product, so it is widened before the multiply.
 // * It is memory bound (one add per 12 bytes moved), so it is written for the memory system:
 //   - float4 (16-byte) loads and stores when a, b and c are all 16-byte aligned (the usual case: cuMemAlloc
 //     returns 256-byte aligned memory): a quarter of the memory instructions, full 512-byte requests

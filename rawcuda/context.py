@@ -47,7 +47,6 @@ from .ffi.constants import CtxFlag, Limit
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
 SYNC_LAUNCHES = env_flag("RAWCUDA_SYNC_LAUNCHES")
 
-
 _live: dict[int, weakref.WeakSet[Context]] = {}  # handle -> live Context objects (to poison them all)
 _live_lock = threading.Lock()
 
@@ -69,6 +68,8 @@ class Context:
         # The Function launched last, named in the poisoned-context error: a weak reference (a Function holds its
         # module, which holds this context -- a strong one would be a cycle), set by every launch.
         self.last_launch_ref: Callable[[], Any] = _nothing
+        # What higher layers keep per Context object (rawcuda.ops: its Modules), living exactly as long as it.
+        self.cache: dict[str, Any] = {}
         self._enter_stack = threading.local()
         self._holds = 0  # host views still alive (see hold()): the CUcontext outlives close() until they go
         self._release_deferred = False
@@ -94,11 +95,8 @@ class Context:
 
     @classmethod
     def create(cls, device: Device | int = 0, flags: CtxFlag = CtxFlag.SCHED_AUTO) -> Context:
-        """A new private context with explicit flags (cuCtxCreate_v4).
-
-        cuCtxCreate also pushes the new context onto this thread's stack; we pop it again so that
-        creating a context does not change what is current -- use ``with ctx:`` for that.
-        """
+        """A new private context with explicit flags (cuCtxCreate_v4). cuCtxCreate also pushes it onto this
+        thread's stack; it is popped again, so creating one changes nothing current (``with ctx:`` does that)."""
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
@@ -128,9 +126,8 @@ class Context:
             self._raise_unusable()
 
     def activate(self) -> None:
-        """Make this the thread's current context (one cuCtxGetCurrent when it already is). Every method of
-        every object calls this before its first driver call; the launch paths only when a launch says the
-        wrong context is current (see rawcuda.current)."""
+        """Make this the thread's current context (one cuCtxGetCurrent when it already is): every method calls
+        it first; a launch only when the driver said the wrong one was current (see rawcuda.current)."""
         if self._unusable is not None:
             self._raise_unusable()
         make_current(self._handle)
@@ -149,10 +146,7 @@ class Context:
                     "process; run with RAWCUDA_SYNC_LAUNCHES=1 to catch the faulting launch",
                 ],
             )
-        raise ClosedError(
-            f"{self!r} is closed: {self._unusable}; create a new context (Context.primary() or "
-            "Context.create()) and the objects you need in it"
-        )
+        raise ClosedError(f"{self!r} is closed; create a new context (Context.primary(), Context.create())")
 
     def __enter__(self) -> Context:
         self.check_usable()
@@ -259,6 +253,7 @@ class Context:
                         child.close()
                     except Exception as exc:  # keep closing the others; report the first afterwards
                         errors.append(exc)
+            self.cache.clear()  # what higher layers kept here was among the children just closed
             self._finalizer.detach()
             self._closed = True
             self._unusable = "the context was closed"

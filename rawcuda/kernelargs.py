@@ -13,7 +13,27 @@ The rules, per parameter:
   array, read as :mod:`rawcuda.interop` says: its stream waited for, read-only and strided arrays
   refused), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused: its address
   means nothing to the GPU.
-* Other integer parameters take a Python ``int`` (range-checked) or a numpy integer of exactly that width.
+* Other integer parameters take a Python ``int`` or a numpy integer of exactly that width.
+* A Python ``int`` must fit the parameter, by the rule below. What it may not do is arrive *wrapped*:
+  a ``size_t`` given -1 becomes 2^64 - 1 and the kernel walks off its buffer; an ``int`` given 2^31
+  becomes -2^31 and the kernel does nothing.
+
+Which ints fit -- from what nvcc really writes. Compiling ``extern "C" __global__ void k(int, unsigned,
+short, char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32, .u32, .u16,
+.u8, .u8, .u64, .u64, .u64, .u64``: every C integer becomes an *unsigned* PTX type, signed or not, and
+every pointer is ``.u64`` (nvcc never writes ``.s`` or a scalar ``.b``; hand-written PTX and other
+compilers may). So the PTX cannot tell ``int`` from ``unsigned``, nor ``long long`` from ``size_t``:
+
+* ``.s8`` ... ``.s64`` say signed: -2^(n-1) .. 2^(n-1)-1.
+* ``.u8``/``.u16``/``.u32`` and ``.b8``/``.b16``/``.b32`` (raw bits) may be either C type: -2^(n-1) ..
+  2^n-1, so -1 reaches an ``int`` and 4,000,000,000 an ``unsigned``. Past that, the kernel needs a
+  wider parameter (``size_t``), and the error says so.
+* ``.u64``/``.b64`` (and an 8-byte parameter known only by size): 0 .. 2^64-1. This is where every
+  pointer and ``size_t`` lands, and a negative address or size is always a bug -- usually a difference
+  that went below zero -- so it is refused rather than passed as 2^64 - k. The price: a genuinely
+  signed 64-bit parameter (``long long``, ``int64_t``) takes a negative value as ``np.int64(v)``,
+  which states its own type. Numpy integers of the exact width pass their bits as they are, except
+  that a ``.s`` parameter refuses an unsigned one above its signed maximum.
 * Float parameters take a Python ``float``/``int`` or a numpy float of exactly that width:
   ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
 * By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
@@ -41,7 +61,9 @@ from .interop import ForeignArrayError, foreign_pointer
 from .ptx import Param
 from .resource import closes
 
-_INT_BOUNDS = {size: (-(1 << (8 * size - 1)), (1 << (8 * size)) - 1) for size in (1, 2, 4, 8)}
+BITS_PER_BYTE = 8
+_POINTER_SIZE = 8  # bytes: pointers, size_t and every 64-bit C integer are .u64 to nvcc (see above)
+_SIGNED_PREFIX = "s"  # .s8 .s16 .s32 .s64: the only PTX integer types that state a sign
 _UINT_SLOT = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
 _FLOAT_SLOT = {4: ctypes.c_float, 8: ctypes.c_double}
 _FLOAT_TYPES = {"f32", "f64"}
@@ -73,13 +95,39 @@ class ParamSpec:
         """From cuFuncGetParamInfo (a cubin has no types): 8 bytes may be a pointer; others need numpy scalars."""
         return cls("word" if size in _UINT_SLOT else "bytes", size, f"{size} bytes")
 
+    @property
+    def signed(self) -> bool:
+        """True only for the .s types; nvcc's .u types may hold a signed C type too (module docstring)."""
+        return self.ptx_type.startswith(_SIGNED_PREFIX)
+
+    def int_range(self) -> tuple[int, int]:
+        """The Python ints this integer parameter accepts, (lowest, highest): the rule of the module docstring."""
+        bits = BITS_PER_BYTE * self.size
+        if self.signed:
+            return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+        if self.size == _POINTER_SIZE:
+            return 0, (1 << bits) - 1
+        return -(1 << (bits - 1)), (1 << bits) - 1
+
+    def range_text(self) -> str:
+        """:meth:`int_range` as people write it: ``-2**31..2**32-1``."""
+        bits = BITS_PER_BYTE * self.size
+        low, high = self.int_range()
+        return f"{f'-2**{bits - 1}' if low else '0'}..2**{bits if high.bit_length() == bits else bits - 1}-1"
+
     def describe(self) -> str:
         if self.kind == "word" and self.size == 8:
-            return "8 bytes: a device pointer (DeviceBuffer), a Python int, or an 8-byte numpy scalar"
+            return "8 bytes: a device pointer (DeviceBuffer), a Python int >= 0, or an 8-byte numpy scalar"
+        bits = BITS_PER_BYTE * self.size
         if self.kind == "int" and self.size == 8:
-            return f"{self.ptx_type or '8 bytes'}: a device pointer (DeviceBuffer) or a 64-bit integer"
+            signed = "signed " if self.signed else ""
+            return f"{self.ptx_type}: a device pointer (DeviceBuffer) or a {signed}64-bit integer ({self.range_text()})"
         if self.kind == "int":
-            return f"{self.ptx_type}: a {8 * self.size}-bit integer"
+            article = "an" if bits == BITS_PER_BYTE else "a"  # "an 8-bit", "a 16-bit"
+            if self.signed:
+                return f"{self.ptx_type}: a signed {bits}-bit integer ({self.range_text()})"
+            either = "C int or unsigned" if self.size == 4 else "signed or unsigned"
+            return f"{self.ptx_type}: {article} {bits}-bit integer ({either}: {self.range_text()})"
         if self.kind == "float":
             return f"{self.ptx_type}: a {8 * self.size}-bit float"
         if self.kind == "word":
@@ -105,16 +153,34 @@ def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
     return value
 
 
+def out_of_range(value: int, spec: ParamSpec) -> str:
+    """Why the Python int ``value`` does not fit the integer parameter ``spec``, and what to do instead."""
+    problem = f"{value} does not fit {spec.describe()}"
+    if value < 0 and spec.int_range()[0] == 0:
+        return (
+            f"{problem}: nvcc declares pointers and size_t (and every 64-bit C integer) .u64, and a negative "
+            "address or size is a bug -- check how the value was computed; if the kernel's parameter really "
+            f"is signed (long long, int64_t), pass np.int64({value})"
+        )
+    if spec.size == _POINTER_SIZE:
+        return f"{problem}: no 64-bit parameter holds it"
+    return (
+        f"{problem}: a value this far out needs a wider parameter -- declare it size_t (a size or an "
+        "index) or long long (a signed value) in the kernel"
+    )
+
+
 def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
-    low, high = _INT_BOUNDS[spec.size]
-    mask = (1 << (8 * spec.size)) - 1
-    pointer_sized = spec.size == 8
+    low, high = spec.int_range()
+    mask = (1 << (BITS_PER_BYTE * spec.size)) - 1
+    pointer_sized = spec.size == _POINTER_SIZE
+    signed = spec.signed
 
     def put(slot: Any, value: Any, waits: list[int]) -> bool:
         kind = type(value)
         if kind is int or kind is bool:
             if not low <= value <= high:
-                raise ArgumentError(f"{value} does not fit {spec.describe()}")
+                raise ArgumentError(out_of_range(value, spec))
             slot.value = value & mask
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
@@ -134,7 +200,13 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
                 ) from None
             return True
         if isinstance(value, np.integer):
-            slot.value = int(_numpy_scalar(value, spec)) & mask
+            number = int(_numpy_scalar(value, spec))
+            if signed and number > high:  # e.g. np.uint32(3e9) for an .s32: its bits would arrive negative
+                raise ArgumentError(
+                    f"{value!r} does not fit {spec.describe()}: the parameter is signed, and its bits would "
+                    "arrive as a negative number; declare the kernel's parameter unsigned or wider"
+                )
+            slot.value = number & mask
             return True
         if isinstance(value, np.ndarray):
             raise ArgumentError(

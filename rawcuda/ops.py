@@ -10,6 +10,22 @@ mistake the source comments warn about, so they live here once::
 
 Every function checks shapes and dtypes before launching, runs on ``stream`` (the legacy default stream
 when None) and returns before the GPU finishes, except ``sum``, which returns a Python float.
+
+Sizes. Every kernel takes its extents as ``size_t`` and indexes in 64 bits, so any buffer a GPU can hold
+works -- an H200 holds a 1 x 2^31 float matrix easily, and with ``int`` sizes that one wrapped (issue 12).
+What is left to bound is the grid: ``gridDim.y`` is at most 65535 and ``gridDim.x`` 2^31 - 1. Where a
+kernel walks its tiles or elements in a loop, the grid is capped and the loop covers the rest (bias_relu
+in x and y; transpose and matmul in y); where it does not, the entry point refuses the size with a
+``ValueError`` naming the limit before anything is launched (transpose's columns, matmul's N, the
+reduction's ``blocks``). Those limits are beyond any GPU's memory today, but a launch that cannot cover
+its data must say so, not wrap.
+
+Modules. Each context loads a shipped PTX file once, on first use. The loaded Modules are kept in the
+:class:`Context` object's ``cache`` -- not in a dict here: a module-level dict would keep every context
+that ever ran an op alive forever (the Module holds its context), and a dict keyed by the handle *value*
+could hand a reused handle another context's module. Held by the Context, a module is closed with it
+(``Context.close()``) and collected with it; :meth:`Resource.hold_context_weakly` keeps the module's
+own fallback finalizer from holding the context alive in turn.
 """
 
 from __future__ import annotations
@@ -34,27 +50,44 @@ MATMUL_THREADS = (16, 16)
 TRANSPOSE_TILE = 32  # block (32, 8), each thread covers 4 rows of a 32x32 tile
 TRANSPOSE_THREADS = (32, 8)
 ELEMENTWISE_THREADS = (32, 8)
-MAX_GRID_Y = 65535
+MAX_GRID_X = 2**31 - 1  # CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X on every GPU since compute capability 3.0
+MAX_GRID_Y = 65535  # ... and MAX_GRID_DIM_Y
+MATMUL_MAX_N = MAX_GRID_X * MATMUL_TILE  # one block per 64 columns of C, in x (no loop over x)
+TRANSPOSE_MAX_COLS = MAX_GRID_X * TRANSPOSE_TILE  # one block per 32 columns of x, in x (no loop over x)
 F32 = np.dtype(np.float32)
 
-_modules: dict[tuple[int, str], Module] = {}
+_CACHE_KEY = __name__  # this module's entry in Context.cache: {stem: Module, (stem, name): Function}
 _lock = threading.Lock()
 
 
 def kernel(stem: str, name: str, context: Context) -> Function:
-    """``name`` from the shipped ``kernels/<stem>.cu``, loaded once per context."""
-    key = (context.raw_handle, stem)
-    module = _modules.get(key)
-    if module is None or module.closed:
+    """``name`` from the shipped ``kernels/<stem>.cu``, loaded once per Context object (see Modules, above).
+
+    The Function is kept too, not only its Module: a Module knows its Functions weakly (module.py), and a
+    Function made afresh per call would look the kernel up and check every configuration again.
+    """
+    cache = context.cache.get(_CACHE_KEY)
+    fn = None if cache is None else cache.get((stem, name))
+    if fn is None or fn.closed:
         with _lock:
-            module = _modules.get(key)
+            cache = context.cache.setdefault(_CACHE_KEY, {})
+            module = cache.get(stem)
             if module is None or module.closed:
-                module = _modules[key] = Module(kernels.ptx_path(stem), context)
-    return module.function(name)
+                module = Module(kernels.ptx_path(stem), context)
+                module.hold_context_weakly()  # the context holds the module: the module must not hold it back
+                cache[stem] = module
+            fn = cache[(stem, name)] = module.function(name)
+    return fn
 
 
 def _ceil(n: int, d: int) -> int:
     return -(-n // d)
+
+
+def _at_most(what: str, value: int, limit: int, why: str, fix: str) -> None:
+    """Refuse ``value`` above ``limit`` with a ValueError naming both, the reason and the way out."""
+    if value > limit:
+        raise ValueError(f"{what} = {value} is more than {limit}: {why}; {fix}")
 
 
 def _grid_1d(n: int, ctx: Context) -> int:
@@ -93,6 +126,9 @@ def saxpy(y: DeviceBuffer, alpha: float, x: DeviceBuffer, stream: Stream | None 
 def sum_partials(out: DeviceBuffer, x: DeviceBuffer, blocks: int, stream: Stream | None = None) -> None:
     """One pass of warp_reduce_sum: ``blocks`` partial sums of ``x`` into out[0:blocks]."""
     _f32(out, x)
+    if blocks < 1:
+        raise ValueError(f"blocks is the number of partial sums (one per block), at least 1; got {blocks!r}")
+    _at_most("blocks", blocks, MAX_GRID_X, "one block per partial sum, and gridDim.x stops there", "ask for fewer")
     if out.size < blocks:
         raise ValueError(f"out has {out.size} elements; {blocks} partial sums need that many")
     fn = kernel("reduce", "warp_reduce_sum", x.context)
@@ -115,9 +151,17 @@ def matmul(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | N
         raise ValueError(f"matmul needs a[M,K], b[K,N], c[M,N]; got {a.shape}, {b.shape}, {c.shape}")
     m, k = a.shape
     n = b.shape[1]
+    _at_most(
+        "matmul's N",
+        n,
+        MATMUL_MAX_N,
+        f"one block per {MATMUL_TILE} columns of C, and gridDim.x stops at {MAX_GRID_X}",
+        "no GPU holds such a c (M x N floats); split the product by columns into buffers of their own",
+    )
     if m and n:
-        fn = kernel("matmul", "matmul", c.context)
-        fn.launch((_ceil(n, MATMUL_TILE), _ceil(m, MATMUL_TILE)), MATMUL_THREADS, c, a, b, m, n, k, stream=stream)
+        # The kernel walks its row tiles (kernels/matmul.cu), so y is capped and any M is covered.
+        grid = (_ceil(n, MATMUL_TILE), min(_ceil(m, MATMUL_TILE), MAX_GRID_Y))
+        kernel("matmul", "matmul", c.context).launch(grid, MATMUL_THREADS, c, a, b, m, n, k, stream=stream)
 
 
 def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream: Stream | None = None) -> None:
@@ -126,17 +170,18 @@ def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream
     if x.ndim != 2 or out.shape != x.shape[::-1]:
         raise ValueError(f"transpose needs x[R,C] and out[C,R]; got {x.shape} and {out.shape}")
     rows, cols = x.shape
+    _at_most(
+        "transpose's column count",
+        cols,
+        TRANSPOSE_MAX_COLS,
+        f"one block per {TRANSPOSE_TILE} columns of x, and gridDim.x stops at {MAX_GRID_X}",
+        "no GPU holds such an x; transpose it in column blocks copied into buffers of their own",
+    )
     if rows and cols:
+        # The kernels walk their tile rows (kernels/transpose.cu), so y is capped and any row count is covered.
+        grid = (_ceil(cols, TRANSPOSE_TILE), min(_ceil(rows, TRANSPOSE_TILE), MAX_GRID_Y))
         fn = kernel("transpose", "transpose_padded" if padded else "transpose_naive", x.context)
-        fn.launch(
-            (_ceil(cols, TRANSPOSE_TILE), _ceil(rows, TRANSPOSE_TILE)),
-            TRANSPOSE_THREADS,
-            out,
-            x,
-            rows,
-            cols,
-            stream=stream,
-        )
+        fn.launch(grid, TRANSPOSE_THREADS, out, x, rows, cols, stream=stream)
 
 
 def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: Stream | None = None) -> None:
@@ -146,7 +191,11 @@ def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: St
         raise ValueError(f"bias_relu needs x[R,C], out[R,C], bias[C]; got {x.shape}, {out.shape}, {bias.shape}")
     rows, cols = x.shape
     if rows and cols:
-        grid = (_ceil(cols, ELEMENTWISE_THREADS[0]), min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y))
+        # Grid-stride in both directions (kernels/elementwise.cu): both are capped, and any shape is covered.
+        grid = (
+            min(_ceil(cols, ELEMENTWISE_THREADS[0]), MAX_GRID_X),
+            min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y),
+        )
         kernel("elementwise", "bias_relu", x.context).launch(
             grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols, stream=stream
         )

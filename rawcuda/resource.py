@@ -42,6 +42,18 @@ def finalize_child(context: Context, release: Callable[..., None], *args: Any) -
             cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
+def finalize_weak_child(context_ref: weakref.ref[Context], release: Callable[..., None], *args: Any) -> None:
+    """:func:`finalize_child` for a child that lets go of its context first (:meth:`Resource.hold_context_weakly`).
+
+    When the context object is gone too -- collected in the same cycle -- its own finalizer destroys (or
+    releases) the context, and this releases nothing: leaking is the rule whenever calling in is not known
+    to be safe.
+    """
+    context = context_ref()
+    if context is not None:
+        finalize_child(context, release, *args)
+
+
 class CloseCounter:
     """Counts every close() in the process. A launch cache that remembers the count it checked its
     arguments at knows, by comparing one integer, that no buffer it packed has been closed since."""
@@ -71,6 +83,23 @@ class Resource:
         """Record how to release the handle: close() calls it now, the GC later if close() never ran."""
         self._release = (release, args)
         self._finalizer = weakref.finalize(self, finalize_child, self.context, release, *args)
+        self._finalizer.atexit = False
+
+    def hold_context_weakly(self) -> None:
+        """Let the garbage-collection fallback refer to the context weakly, so that the context may hold this.
+
+        The fallback (a ``weakref.finalize``) normally holds the context: it must make it current to release
+        the handle. The finalizer registry is a root, so an object the *context itself* holds -- rawcuda.ops
+        keeps its Modules in ``Context.cache`` -- would keep the context alive through its own finalizer,
+        and neither could ever be collected. After this, dropping the context unclosed frees both: a created
+        context is destroyed with everything in it; a primary one is released, and the child's memory or code
+        stays in it until the primary context resets (close() the context to release the child properly).
+        ``close()`` itself is unchanged.
+        """
+        if self._finalizer is None or self._finalizer.detach() is None:
+            return  # closed already, or owns nothing
+        release, args = self._release
+        self._finalizer = weakref.finalize(self, finalize_weak_child, weakref.ref(self.context), release, *args)
         self._finalizer.atexit = False
 
     @property

@@ -39,7 +39,7 @@ NAN32 = np.float32(np.nan)  # the poison written into outputs before a kernel is
 ONE_TIB = 1 << 40  # bytes: more than any GPU has, so cuMemAlloc must refuse it
 SMALL_ALLOC = 4  # elements: a tiny allocation that proves the context still works after an OOM
 SAXPY_ALPHA = 2.0
-TRANSPOSE_SIDE = 64  # rows = cols of the (never launched) transpose used for the u32 width mistake
+TRANSPOSE_SIDE = 64  # rows = cols of the (never launched) transpose used for the size_t width mistake
 TRANSPOSE_BLOCK = (32, 8)
 MANGLED_VECTOR_ADD = "_Z10vector_addPfPKfS1_m"  # what nvcc calls vector_add(float*, const float*, ...) in C++
 FAULT_ADDRESS = 0x10  # a device address no allocation ever has: the first page is never mapped
@@ -230,10 +230,10 @@ def main(t: Tutorial) -> None:
             lambda: saxpy.launch(grid, BLOCK, dc, np.float64(SAXPY_ALPHA), da, N),
         ),
         (
-            "transpose with np.int64 rows/cols for its u32 parameters",
+            "transpose with np.int32 rows/cols for its size_t (u64) parameters",
             rawcuda.ArgumentError,
             lambda: transpose.launch(
-                1, TRANSPOSE_BLOCK, square, square, np.int64(TRANSPOSE_SIDE), np.int64(TRANSPOSE_SIDE)
+                1, TRANSPOSE_BLOCK, square, square, np.int32(TRANSPOSE_SIDE), np.int32(TRANSPOSE_SIDE)
             ),
         ),
         (

@@ -25,14 +25,15 @@ from tests.helpers import ROOT
 SOURCES = ROOT / "kernels"
 BUILD_PY = ROOT / "build.py"
 
-#: The kernels other code depends on: source stem -> entries -> PTX parameter types.
+#: The kernels other code depends on: source stem -> entries -> PTX parameter types. Every extent is a
+#: size_t (.u64): an H200 holds matrices with a side of 2^31 floats, where an `int` size wrapped (issue 12).
 CONTRACT = {
-    "elementwise": {"bias_relu": ["u64", "u64", "u64", "u32", "u32"], "gelu": ["u64", "u64", "u64"]},
-    "matmul": {"matmul": ["u64", "u64", "u64", "u32", "u32", "u32"]},
+    "elementwise": {"bias_relu": ["u64", "u64", "u64", "u64", "u64"], "gelu": ["u64", "u64", "u64"]},
+    "matmul": {"matmul": ["u64", "u64", "u64", "u64", "u64", "u64"]},
     "reduce": {"warp_reduce_sum": ["u64", "u64", "u64"]},
     "saxpy": {"saxpy": ["u64", "f32", "u64", "u64"]},
     "spin": {"spin": ["u64"]},
-    "transpose": {"transpose_naive": ["u64", "u64", "u32", "u32"], "transpose_padded": ["u64", "u64", "u32", "u32"]},
+    "transpose": {"transpose_naive": ["u64", "u64", "u64", "u64"], "transpose_padded": ["u64", "u64", "u64", "u64"]},
     "vector_add": {"vector_add": ["u64", "u64", "u64", "u64"]},
 }
 STEMS = sorted(CONTRACT)
@@ -256,7 +257,7 @@ def test_cli_list_reads_the_committed_manifest() -> None:
         for name in entries:
             assert re.search(rf"^\s+{name}\(", done.stdout, re.M)
     assert "PTX ISA" in done.stdout and "sm_80" in done.stdout
-    assert "matmul(.u64, .u64, .u64, .u32, .u32, .u32)  .maxntid 256,1,1" in done.stdout
+    assert "matmul(.u64, .u64, .u64, .u64, .u64, .u64)  .maxntid 256,1,1" in done.stdout
 
 
 def test_cli_check(built: tuple[Path, Path]) -> None:

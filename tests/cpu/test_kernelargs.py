@@ -2,13 +2,16 @@
 
 The packer is given real signatures (parsed from PTX text, or sizes as cuFuncGetParamInfo reports
 them); device buffers are stand-ins with an address, which is all the packer reads from them. On a GPU,
-every width arriving byte for byte: tests/gpu/test_kernelargs.py.
+every width arriving byte for byte: tests/gpu/test_kernelargs.py. The second half is the integer range
+rule -- which Python ints each PTX integer type takes -- and the nvcc fact it rests on.
 """
 
 from __future__ import annotations
 
 import ctypes
 import struct
+import subprocess
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -154,3 +157,106 @@ def test_a_128_bit_parameter_takes_its_sixteen_bytes() -> None:
     assert ctypes.string_at(packed.array[0], 16) == value
     with pytest.raises(ArgumentError, match="16"):
         packer.pack((value[:8],))
+
+
+# --- which Python ints an integer parameter takes (the rule in rawcuda.kernelargs' docstring) ----------------
+#: What nvcc 13 declares for each C parameter type (compiled below): every integer is *unsigned* in PTX,
+#: signed or not, and every pointer is .u64. The packer's range rule is written from this fact.
+NVCC_PARAM_TYPES = {
+    "int": "u32",
+    "unsigned": "u32",
+    "short": "u16",
+    "char": "u8",
+    "bool": "u8",
+    "long long": "u64",
+    "unsigned long long": "u64",
+    "size_t": "u64",
+    "ptrdiff_t": "u64",
+    "float *": "u64",
+}
+
+
+def test_nvcc_declares_every_integer_unsigned(nvcc: str, tmp_path: Path) -> None:
+    # If a future nvcc writes .s32 for `int`, the rule can become stricter: this test will say so.
+    params = ", ".join(f"{c_type} p{i}" for i, c_type in enumerate(NVCC_PARAM_TYPES))
+    source = tmp_path / "types.cu"
+    source.write_text(f'#include <cstddef>\nextern "C" __global__ void types({params}) {{}}\n')
+    subprocess.run([nvcc, "--ptx", "-arch=compute_80", "-o", str(tmp_path / "types.ptx"), str(source)], check=True)
+    entry = ptx.parse((tmp_path / "types.ptx").read_text()).entries["types"]
+    assert dict(zip(NVCC_PARAM_TYPES, [p.type for p in entry.params], strict=True)) == NVCC_PARAM_TYPES
+
+
+def signed_range(bits: int) -> tuple[int, int]:
+    return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
+
+
+def either_range(bits: int) -> tuple[int, int]:  # a C signed or unsigned type of that width
+    return -(1 << (bits - 1)), (1 << bits) - 1
+
+
+RANGES = [
+    *[(f"s{bits}", signed_range(bits)) for bits in (8, 16, 32, 64)],
+    *[(f"{kind}{bits}", either_range(bits)) for kind in "ub" for bits in (8, 16, 32)],
+    ("u64", (0, (1 << 64) - 1)),  # pointers and size_t: a negative value is a bug
+    ("b64", (0, (1 << 64) - 1)),
+]
+
+
+def one_param(ptx_type: str) -> ArgPacker:
+    return ArgPacker("k", [ParamSpec("int", int(ptx_type[1:]) // 8, ptx_type)])
+
+
+@pytest.mark.parametrize(("ptx_type", "bounds"), RANGES, ids=[r[0] for r in RANGES])
+def test_integer_parameters_take_exactly_their_range(ptx_type: str, bounds: tuple[int, int]) -> None:
+    packer, (low, high) = one_param(ptx_type), bounds
+    size = int(ptx_type[1:]) // 8
+    for value in (low, high):
+        assert slot_bytes(packer.pack((value,)), 0) == (value % (1 << (8 * size))).to_bytes(size, "little")
+    for value in (low - 1, high + 1):
+        with pytest.raises(ArgumentError, match=rf"k argument 0: {value} does not fit {ptx_type}"):
+            packer.pack((value,))
+
+
+def test_int_and_unsigned_share_a_u32() -> None:
+    # nvcc writes .u32 for both, so both ranges are accepted: -1 reaches an `int` as -1, 2^32-1 an `unsigned`.
+    packer = one_param("u32")
+    assert slot_bytes(packer.pack((-1,)), 0) == slot_bytes(packer.pack(((1 << 32) - 1,)), 0) == b"\xff" * 4
+    with pytest.raises(ArgumentError, match=r"C int or unsigned: -2\*\*31\.\.2\*\*32-1\).*declare it size_t"):
+        packer.pack((1 << 32,))
+
+
+@pytest.mark.parametrize("spec", [ParamSpec("int", 8, "u64"), ParamSpec("int", 8, "b64"), ParamSpec.from_size(8)])
+def test_a_negative_64_bit_int_is_refused_and_np_int64_is_the_way_out(spec: ParamSpec) -> None:
+    # Pointers and size_t are .u64: -1 would arrive as 2^64 - 1, and a kernel given that size walks off its
+    # buffer. long long is .u64 as well, so a signed value says what it is with np.int64.
+    packer = ArgPacker("k", [spec])
+    with pytest.raises(ArgumentError, match=r"-3 does not fit .*negative address or size is a bug.*np\.int64\(-3\)"):
+        packer.pack((-3,))
+    assert slot_bytes(packer.pack((np.int64(-3),)), 0) == struct.pack("<q", -3)
+
+
+def test_an_s64_takes_negative_ints() -> None:
+    assert slot_bytes(one_param("s64").pack((-3,)), 0) == struct.pack("<q", -3)
+
+
+@pytest.mark.parametrize(
+    ("ptx_type", "value", "fits"),
+    [
+        ("s32", np.uint32(1 << 31), False),  # its bits would arrive as -2^31
+        ("s32", np.uint32((1 << 31) - 1), True),
+        ("s32", np.int32(-1), True),
+        ("s64", np.uint64(1 << 63), False),
+        ("u32", np.uint32((1 << 32) - 1), True),
+        ("u32", np.int32(-1), True),
+        ("u64", np.uint64((1 << 64) - 1), True),
+    ],
+)
+def test_numpy_integers_pass_their_bits_unless_a_signed_parameter_would_read_them_negative(
+    ptx_type: str, value: np.integer, fits: bool
+) -> None:
+    packer = one_param(ptx_type)
+    if fits:
+        assert slot_bytes(packer.pack((value,)), 0) == value.tobytes()
+    else:
+        with pytest.raises(ArgumentError, match=r"does not fit .*the parameter is signed"):
+            packer.pack((value,))

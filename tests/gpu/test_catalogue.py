@@ -66,6 +66,8 @@ N = 1000  # elements of the buffers most cases use
 BLOCK = 256
 MANGLED = "_Z10vector_addPfPKfS1_m"  # vector_add(float*, const float*, const float*, unsigned long) in C++
 BAD_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry broken()\n{\n    bogus.instruction;\n}\n"
+# A C `int` parameter, as nvcc declares it: the shipped kernels take every size as size_t now (issue 12).
+INT_PARAM_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry takes_int(.param .u32 n)\n{ ret; }\n"
 GRID_Y_LIMIT = 65535  # the grid's y extent on every GPU since Kepler
 BLOCK_Z_LIMIT = 64
 TOO_MUCH_SHARED = 10 * MIB
@@ -409,10 +411,24 @@ CASES: list[Case] = [
     ),
     Case(
         "launch-int64-for-u32",
-        lambda k: k.transpose.launch(1, (32, 8), k.dev(), k.dev(), np.int64(10), 100),
+        lambda k: k.module(INT_PARAM_PTX, name="int.ptx").function("takes_int").launch(1, 1, np.int64(10)),
         ArgumentError,
-        r"transpose_naive argument 2: wrong width: int64 is 8 bytes",
+        r"takes_int argument 0: wrong width: int64 is 8 bytes",
         r"u32: a 32-bit integer",
+    ),
+    Case(
+        "launch-int32-for-size_t",
+        lambda k: k.transpose.launch(1, (32, 8), k.dev(), k.dev(), np.int32(10), 100),
+        ArgumentError,
+        r"transpose_naive argument 2: wrong width: int32 is 4 bytes",
+        r"u64: a device pointer \(DeviceBuffer\) or a 64",
+    ),
+    Case(
+        "launch-negative-size",
+        lambda k: k.vector_add.launch(1, BLOCK, *k.abc(), -1),
+        ArgumentError,
+        r"vector_add argument 3: -1 does not fit u64",
+        r"np\.int64\(-1\)",
     ),
     Case(
         "launch-float-for-size",
@@ -423,10 +439,10 @@ CASES: list[Case] = [
     ),
     Case(
         "launch-u32-overflow",
-        lambda k: k.transpose.launch(1, (32, 8), k.dev(), k.dev(), 1 << 32, 1),
+        lambda k: k.module(INT_PARAM_PTX, name="int.ptx").function("takes_int").launch(1, 1, 1 << 32),
         ArgumentError,
-        r"transpose_naive argument 2: 4294967296 does not fit",
-        r"u32: a 32-bit integer",
+        r"takes_int argument 0: 4294967296 does not fit",
+        r"declare it size_t",
     ),
     Case(
         "launch-numpy-int-for-f32",

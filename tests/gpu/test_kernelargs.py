@@ -67,7 +67,9 @@ def test_struct_of_the_wrong_size_is_refused(ptx_module: Module) -> None:
 
 def test_every_scalar_width(ptx_module: Module) -> None:
     fn = ptx_module.function("widths")
-    values = (-5, 65000, -123456789, -(1 << 40) - 7, 1.5, 2.0**-30, 250)
+    # int64_t d is `.param .u64` (nvcc writes .u64 for every 64-bit integer and pointer), where a negative
+    # Python int is refused as a size gone below zero: a signed 64-bit value says so with np.int64.
+    values = (-5, 65000, -123456789, np.int64(-(1 << 40) - 7), 1.5, 2.0**-30, 250)
     with DeviceBuffer.empty(7, np.float64) as out:
         out.fill(np.nan)
         fn.launch(1, 1, out, *values)
@@ -94,6 +96,7 @@ def test_every_scalar_width(ptx_module: Module) -> None:
         (2, np.int32(1), "wrong width"),  # uint16 parameter given 4 bytes
         (3, 1 << 40, "does not fit"),  # int32 parameter
         (4, 1.5, "a float"),  # int64 parameter
+        (4, -7, r"pass np\.int64\(-7\)"),  # int64 parameter (.u64): a negative Python int reads as a bad size
         (5, np.float64(1.0), "wrong width"),  # float parameter given a double
         (6, np.int64(1), "numpy integer"),  # double parameter given an integer
     ],

@@ -3,15 +3,19 @@
 Outputs are poisoned with NaN before each kernel runs, and every element is compared. Exact kernels
 (add, transpose, bias+ReLU) must match numpy bit for bit; the reduction and matmul are compared with a
 float64 reference and a tolerance scaled by the magnitude of the terms; saxpy and GELU within a few ulps
-(the GPU fuses multiply-adds and has its own tanhf).
+(the GPU fuses multiply-adds and has its own tanhf). At the end: where ops keeps the modules it loads
+(per Context object, going with it). Shapes past 2^31 elements: tests/gpu/test_extents.py.
 """
 
 from __future__ import annotations
 
+import gc
+import weakref
+
 import numpy as np
 import pytest
 
-from rawcuda import DeviceBuffer, Stream, ops
+from rawcuda import Context, DeviceBuffer, Stream, ops
 
 pytestmark = pytest.mark.gpu
 
@@ -153,3 +157,43 @@ def test_ops_check_shapes_and_dtypes() -> None:
             ops.vector_add(f, f, d)
         with pytest.raises(ValueError, match="matmul needs"):
             ops.matmul(f, f, f)
+
+
+# --- where ops keeps its modules: per Context object, going with it ---------------------------------------------
+def test_ops_modules_belong_to_the_context_object_not_to_its_handle() -> None:
+    # Two Context objects of one primary context share a handle value. The old cache was keyed by that value,
+    # so the second was handed a module of the first (and a reused handle could have been handed a stranger's).
+    first, second = Context.primary(0), Context.primary(0)
+    try:
+        assert first.raw_handle == second.raw_handle
+        mine, theirs = (ops.kernel("vector_add", "vector_add", ctx) for ctx in (first, second))
+        assert mine.module.context is first and theirs.module.context is second
+        assert ops.kernel("vector_add", "vector_add", first) is mine  # loaded once per Context object
+    finally:
+        second.close()
+        first.close()
+
+
+def test_a_closed_context_lets_go_of_its_ops_modules() -> None:
+    # The old module-level dict kept every module it ever loaded, and so its (closed) context object, forever.
+    ctx = Context.create(0)
+    fn = ops.kernel("vector_add", "vector_add", ctx)
+    module, context = weakref.ref(fn.module), weakref.ref(ctx)
+    ctx.close()
+    assert fn.closed and not ctx.cache
+    del fn, ctx
+    gc.collect()
+    assert module() is None and context() is None
+
+
+def test_a_context_dropped_unclosed_is_collected_with_its_ops_modules() -> None:
+    # The cache is held by the context, and the module's fallback finalizer holds the context only weakly, so
+    # neither keeps the other alive: dropping the context destroys it (and the module with it).
+    ctx = Context.create(0)
+    with DeviceBuffer.zeros(BLOCK, context=ctx) as buf:
+        ops.vector_add(buf, buf, buf)
+        ctx.synchronize()
+    context, module = weakref.ref(ctx), weakref.ref(ops.kernel("vector_add", "vector_add", ctx).module)
+    del ctx
+    gc.collect()
+    assert context() is None and module() is None

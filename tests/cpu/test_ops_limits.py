@@ -1,0 +1,129 @@
+"""rawcuda.ops' size limits and launch grids, on the CPU (no driver needed).
+
+Every shipped kernel takes its sizes as size_t, so what an entry point must still check is the grid: where
+its kernel loops over tiles or elements, the grid is capped at the device limits (65535 in y, 2^31 - 1 in
+x) and the loop covers the rest; where it does not, the size is refused with a ValueError naming the limit,
+before anything is launched. Both are shown here on stand-in buffers -- a shape and a dtype, which is all
+ops reads before it launches -- of shapes far past any GPU's memory, with the launch itself recorded
+instead of made. On a GPU, shapes past 2^31 elements for real: tests/gpu/test_extents.py.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rawcuda import ops
+from rawcuda.devicebuffer import DeviceBuffer
+
+SMS = 132  # the stand-in device's multiprocessor count (an H200's)
+BIG = 1 << 40  # elements: far past any GPU, and past every 32-bit index
+
+
+def stand_in(shape: tuple[int, ...], context: Any = None) -> DeviceBuffer:
+    buf = DeviceBuffer.__new__(DeviceBuffer)
+    buf.shape, buf.dtype = shape, np.dtype(np.float32)
+    buf.context = context
+    return buf
+
+
+class Recorder:
+    """Stands in for ops.kernel: records each launch's kernel, grid, block and scalar arguments."""
+
+    def __init__(self) -> None:
+        self.launches: list[tuple[str, Any, Any, list[int]]] = []
+        self.context = SimpleNamespace(device=SimpleNamespace(multiprocessor_count=SMS))
+
+    def kernel(self, stem: str, name: str, context: Any) -> Any:
+        def launch(grid: Any, block: Any, *args: Any, **kwargs: Any) -> None:
+            self.launches.append((name, grid, block, [a for a in args if isinstance(a, int)]))
+
+        return SimpleNamespace(launch=launch)
+
+    def buffers(self, *shapes: tuple[int, ...]) -> list[DeviceBuffer]:
+        return [stand_in(shape, self.context) for shape in shapes]
+
+
+@pytest.fixture
+def recorder(monkeypatch: pytest.MonkeyPatch) -> Recorder:
+    rec = Recorder()
+    monkeypatch.setattr(ops, "kernel", rec.kernel)
+    return rec
+
+
+def within_device_limits(grid: Any) -> bool:
+    x, y = (grid, 1) if isinstance(grid, int) else grid
+    return 1 <= x <= ops.MAX_GRID_X and 1 <= y <= ops.MAX_GRID_Y
+
+
+@pytest.mark.parametrize("shape", [(BIG, 1), (1, BIG), (1 << 21, 1 << 21), (3, 5)])
+def test_bias_relu_caps_both_grid_dimensions_and_passes_the_exact_shape(
+    recorder: Recorder, shape: tuple[int, int]
+) -> None:
+    out, x, bias = recorder.buffers(shape, shape, (shape[1],))
+    ops.bias_relu(out, x, bias)
+    [(name, grid, block, sizes)] = recorder.launches
+    assert name == "bias_relu" and block == ops.ELEMENTWISE_THREADS and sizes == list(shape)
+    assert within_device_limits(grid)
+
+
+@pytest.mark.parametrize("padded", [True, False])
+@pytest.mark.parametrize("shape", [(BIG, 1), (1 << 31, 2), (65535 * 32 + 1, 3), (1, 1 << 31)])
+def test_transpose_caps_the_grid_rows_it_loops_over(recorder: Recorder, shape: tuple[int, int], padded: bool) -> None:
+    out, x = recorder.buffers(shape[::-1], shape)
+    ops.transpose(out, x, padded=padded)
+    [(_, grid, _, sizes)] = recorder.launches
+    assert sizes == list(shape) and within_device_limits(grid)
+    assert grid[0] == -(-shape[1] // ops.TRANSPOSE_TILE)  # x is not looped over: every column tile has its block
+
+
+@pytest.mark.parametrize(("m", "n", "k"), [(BIG, 1, 1), (65535 * 64 + 1, 3, 2), (1, 1 << 31, 1), (1, 1, 1 << 31)])
+def test_matmul_caps_the_grid_rows_it_loops_over(recorder: Recorder, m: int, n: int, k: int) -> None:
+    c, a, b = recorder.buffers((m, n), (m, k), (k, n))
+    ops.matmul(c, a, b)
+    [(_, grid, block, sizes)] = recorder.launches
+    assert sizes == [m, n, k] and block == ops.MATMUL_THREADS and within_device_limits(grid)
+
+
+ONE_DIMENSIONAL = {
+    "vector_add": lambda a, b, c: ops.vector_add(c, a, b),
+    "saxpy": lambda a, b, c: ops.saxpy(c, 2.0, a),
+    "gelu": lambda a, b, c: ops.gelu(c, a),
+}
+
+
+@pytest.mark.parametrize("op", sorted(ONE_DIMENSIONAL))
+def test_one_dimensional_kernels_pass_sizes_past_2_to_the_32(recorder: Recorder, op: str) -> None:
+    ONE_DIMENSIONAL[op](*recorder.buffers((BIG,), (BIG,), (BIG,)))
+    [(_, grid, _, sizes)] = recorder.launches
+    assert sizes == [BIG] and grid == ops.WAVES * SMS
+
+
+def test_matmul_refuses_more_columns_than_its_grid_covers(recorder: Recorder) -> None:
+    n = ops.MATMUL_MAX_N + 1
+    c, a, b = recorder.buffers((1, n), (1, 1), (1, n))
+    with pytest.raises(ValueError, match=rf"matmul's N = {n} is more than {ops.MATMUL_MAX_N}: .*gridDim\.x.*split"):
+        ops.matmul(c, a, b)
+    assert not recorder.launches
+    c, a, b = recorder.buffers((1, n - 1), (1, 1), (1, n - 1))
+    ops.matmul(c, a, b)  # the limit itself is fine
+    assert within_device_limits(recorder.launches[0][1])
+
+
+def test_transpose_refuses_more_columns_than_its_grid_covers(recorder: Recorder) -> None:
+    cols = ops.TRANSPOSE_MAX_COLS + 1
+    out, x = recorder.buffers((cols, 1), (1, cols))
+    with pytest.raises(ValueError, match=rf"column count = {cols} is more than {ops.TRANSPOSE_MAX_COLS}: .*gridDim"):
+        ops.transpose(out, x)
+    assert not recorder.launches
+
+
+@pytest.mark.parametrize(("blocks", "match"), [(0, "at least 1"), (ops.MAX_GRID_X + 1, "blocks = .* is more than")])
+def test_sum_partials_refuses_a_grid_it_cannot_launch(recorder: Recorder, blocks: int, match: str) -> None:
+    out, x = recorder.buffers((BIG,), (BIG,))
+    with pytest.raises(ValueError, match=match):
+        ops.sum_partials(out, x, blocks)
+    assert not recorder.launches
