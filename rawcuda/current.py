@@ -15,6 +15,10 @@ on the legacy or per-thread default stream with another context current it fails
 ``CUDA_ERROR_INVALID_HANDLE`` (no context current: ``CUDA_ERROR_INVALID_CONTEXT``) and launches nothing.
 So a launch goes straight to the driver, and only on one of those two codes makes the right context
 current and tries once more: the common case pays nothing, and no case runs in the wrong context.
+
+``cuGraphLaunch`` is different, and so ``GraphExec.launch`` does ask: on the legacy stream with another
+context current it *succeeds* -- on that other context's legacy stream, out of order with the work of its
+own (measured on the same machine). Only "no context current" is refused there (CUDA_ERROR_INVALID_CONTEXT).
 """
 
 from __future__ import annotations

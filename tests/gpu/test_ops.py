@@ -194,6 +194,6 @@ def test_a_context_dropped_unclosed_is_collected_with_its_ops_modules() -> None:
         ops.vector_add(buf, buf, buf)
         ctx.synchronize()
     context, module = weakref.ref(ctx), weakref.ref(ops.kernel("vector_add", "vector_add", ctx).module)
-    del ctx
+    del ctx, buf  # (a closed buffer still holds its context, like any child)
     gc.collect()
     assert context() is None and module() is None

@@ -41,7 +41,7 @@ def test_a_collected_stream_waits_for_its_pending_copies_before_letting_go() -> 
     # close() waited for pending async copies; garbage collection did not: the finalizer destroyed the
     # stream and released the host arrays at once, with the copy still queued -- a use-after-free of host
     # memory. Now the finalizer synchronizes first. The copy is held back by an event of another stream
-    # (a Function would remember the stream it launched on, and the stream would not be collected).
+    # (a kernel launch on s would do as well: launch caches key streams by id, and do not hold them).
     spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
     spin.launch(1, 1, 0)
     n = 1 << 20
@@ -57,6 +57,9 @@ def test_a_collected_stream_waits_for_its_pending_copies_before_letting_go() -> 
         was_gc = gc.isenabled()
         gc.disable()
         try:
+            # The buffer names s as the stream its pending copy is on (its __cuda_array_interface__), and so
+            # holds it; a synchronous operation would let go. Let go here, to reach the collection path.
+            device.pending.stream = None
             del s  # no close(): reference count zero, so the finalizer runs now
             assert done.query(), "the stream was destroyed with its copy still pending"
         finally:
