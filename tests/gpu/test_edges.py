@@ -62,19 +62,35 @@ def test_host_views_stay_valid_after_their_context_is_closed(kind: str) -> None:
     assert json_tail(proc.stdout) == {"ok": True, "closed": True}
 
 
+CONTEXT_GOES_WITH_THE_LAST_VIEW = """
+import json
+import rawcuda
+from rawcuda import Context
+primary = rawcuda.default_context()
+primary.synchronize()
+free_before = primary.mem_info()[0]
+ctx = Context.create(0)
+view = rawcuda.PinnedBuffer(1024, context=ctx).array
+view[...] = 3.0
+ctx.close()
+readable = float(view.sum()) == 3072.0
+held = free_before - primary.mem_info()[0]
+del view
+after = free_before - primary.mem_info()[0]
+print(json.dumps({"readable": readable, "held": held, "after": after}))
+"""
+
+
 def test_a_context_held_by_host_views_is_destroyed_with_the_last_view() -> None:
     # The hold must end: a context whose close() was deferred is destroyed when the last view goes. A created
     # context takes device memory of its own (hundreds of MiB on the H200), which cuMemGetInfo shows.
-    primary = default_context()
-    primary.synchronize()
-    free_before = primary.mem_info()[0]
-    ctx = Context.create(0)
-    view = rawcuda.PinnedBuffer(1024, context=ctx).array
-    ctx.close()
-    assert view.sum() == view.sum()  # readable
-    assert primary.mem_info()[0] < free_before - TOLERANCE, "the created context must still exist"
-    del view
-    assert primary.mem_info()[0] > free_before - TOLERANCE, "the last view must destroy the context"
+    # Before: SIGSEGV reading the view (in a child process, so that the crash is a failure, not the end).
+    proc = run_python(CONTEXT_GOES_WITH_THE_LAST_VIEW)
+    assert proc.returncode == 0, f"the child died ({proc.returncode}): {proc.stderr[-2000:]}"
+    report = json_tail(proc.stdout)
+    assert report["readable"], report
+    assert report["held"] > TOLERANCE, f"the created context must still exist while the view lives: {report}"
+    assert report["after"] < TOLERANCE, f"the last view must destroy the context: {report}"
 
 
 # --- item 2: fork and host views -------------------------------------------------------------------------------
