@@ -67,7 +67,7 @@ class Context:
         self._pid = os.getpid()
         # The Function launched last, named in the poisoned-context error: a weak reference (a Function holds its
         # module, which holds this context -- a strong one would be a cycle), set by every launch.
-        self.last_launch_ref: Callable[[], Any] = _nothing
+        self.last_launch_ref: Callable[[], Any] = lambda: None
         # What higher layers keep per Context object (rawcuda.ops: its Modules), living exactly as long as it.
         self.cache: dict[str, Any] = {}
         self._enter_stack = threading.local()
@@ -76,10 +76,7 @@ class Context:
         with _live_lock:
             _live.setdefault(handle, weakref.WeakSet()).add(self)
         if _poisoned_handles:  # a sticky error already ended CUDA in this process (see _observe)
-            self._poison, self._unusable = (
-                _poisoned_handles.get(handle) or next(iter(_poisoned_handles.values())),
-                "poisoned",
-            )
+            self._poison, self._unusable = next(iter(_poisoned_handles.values())), "poisoned"
         release = _release_primary if primary else _destroy_created
         self._finalizer = weakref.finalize(self, _finalize_context, handle, device.handle, release, self._pid)
         self._finalizer.atexit = False  # at interpreter exit the process teardown frees it; calling in is risky
@@ -100,8 +97,7 @@ class Context:
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
-        popped = c_void_p()
-        cu.cuCtxPopCurrent(byref(popped))
+        cu.cuCtxPopCurrent(byref(c_void_p()))
         return cls(handle.value or 0, dev, primary=False)
 
     # --- being current ---------------------------------------------------------------------------------
@@ -248,12 +244,14 @@ class Context:
                     self.synchronize()
                 except CudaError as exc:  # a sticky error surfacing now: stop calling into the context
                     errors.append(exc)
-                for child in sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER)):
+                # Children in close order, then what higher layers cached that closes (interop's event)
+                children = sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER))
+                for child in [*children, *(v for v in self.cache.values() if hasattr(v, "close"))]:
                     try:
                         child.close()
                     except Exception as exc:  # keep closing the others; report the first afterwards
                         errors.append(exc)
-            self.cache.clear()  # what higher layers kept here was among the children just closed
+            self.cache.clear()
             self._finalizer.detach()
             self._closed = True
             self._unusable = "the context was closed"
@@ -286,9 +284,11 @@ class Context:
     def call_held(self, release: Callable[..., None], *args: Any) -> None:
         """``release(*args)`` in this context (also after close()), then end one :meth:`hold`. A finalizer calls
         it, on any thread: it never raises and leaves the thread's current context as it found it."""
+        if os.getpid() != self._pid:
+            return  # a forked child: the memory was never mapped here (and the lock may be held by a lost thread)
         with self._lock:
             self._holds -= 1
-            alive = self._poison is None and os.getpid() == self._pid and not sys.is_finalizing()
+            alive = self._poison is None and not sys.is_finalizing()
             with contextlib.suppress(Exception):
                 if alive:
                     cu.cuCtxPushCurrent(self._handle)
@@ -306,15 +306,12 @@ class Context:
         return f"<Context {kind} {self._handle:#x} on device {self.device.ordinal}{state}>"
 
 
-def _nothing() -> None:  # what last_launch_ref is before the first launch
-    return None
-
-
 def _describe_launch(fn: Any) -> str:
     if fn is None:
         return "none recorded"
     grid, block, shared_mem, stream = fn.last_config
-    return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream!r}"
+    grid, block = (d[0] if d[1:] == (1, 1) else d for d in (grid, block))  # (4, 1, 1) reads as 4
+    return f"{fn.name} grid={grid} block={block} shared_mem={shared_mem} stream={stream:#x}"
 
 
 def _release_primary(handle: int, device: int) -> None:  # (the release functions take the same two arguments)
@@ -363,6 +360,7 @@ def _mark_forked_contexts() -> None:
     for contexts in _live.values():
         for ctx in list(contexts):
             ctx._unusable = _FORKED  # every use now raises ForkedProcessError; finalizers see the pid and leak
+            ctx._lock = threading.RLock()  # a parent thread holding it at the fork does not exist here
 
 
 if hasattr(os, "register_at_fork"):

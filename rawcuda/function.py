@@ -70,8 +70,17 @@ class Function:
         self._packer = ArgPacker(name, self.params, module.context)
         self._packed = EMPTY_PACK  # the latest packed arguments (see ArgPacker)
         self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
-        self.last_config: tuple[Any, ...] = (0, 0, 0, None)  # (grid, block, shared_mem, stream) of the last launch
+        # The driver arguments of the last launch (ctypes values, no Python objects: the stream is not held).
+        self.last_prepared: tuple[Any, ...] = ()
         self._ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
+
+    @property
+    def last_config(self) -> tuple[Any, ...]:
+        """(grid, block, shared_mem, stream handle) of the last launch, as the driver was given them."""
+        if not self.last_prepared:
+            return (0, 0, 0, None)
+        values = [v.value for v in self.last_prepared[1:9]]
+        return (tuple(values[0:3]), tuple(values[3:6]), values[6], values[7] or 0)
 
     @property
     def closed(self) -> bool:
@@ -169,7 +178,7 @@ class Function:
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self._ref  # named in the error if a sticky fault ever poisons the context
-        self.last_config = (grid, block, shared_mem, stream)
+        self.last_prepared = prepared
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
@@ -323,7 +332,7 @@ class BoundLaunch:
         if rc:
             launch_failed(rc, ctx, self._call)
         ctx.last_launch_ref = fn._ref
-        fn.last_config = self._spec
+        fn.last_prepared = self._call
         if SYNC_LAUNCHES:
             ctx.synchronize()
 

@@ -21,7 +21,7 @@ The other direction (rawcuda's buffers read by others) is in :mod:`rawcuda.devic
 from __future__ import annotations
 
 import threading
-import weakref
+from ctypes import byref, c_void_p
 from typing import Any
 
 import numpy as np
@@ -30,8 +30,7 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .event import Event
-from .ffi.constants import STREAM_LEGACY, EventWaitFlag
+from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
 STREAM_AWARE_VERSION = 3
@@ -48,9 +47,23 @@ class ForeignArrayError(TypeError):
 def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
     """The device address of a CAI object, after checking what a bare pointer cannot carry; appends the
     producer's stream to ``waits`` when the launch must be ordered after it."""
-    cai = value.__cuda_array_interface__
     name = type(value).__name__
-    ptr, read_only = cai["data"]
+    cai = value.__cuda_array_interface__  # the producer's own exception, if its property raises, goes through
+    try:
+        ptr, read_only = cai["data"]
+        ptr = int(ptr or 0)
+        shape, typestr = tuple(cai["shape"]), np.dtype(cai["typestr"])
+        strides = None if cai.get("strides") is None else tuple(int(n) for n in cai["strides"])
+        version = cai["version"]
+        if not isinstance(version, int):
+            raise TypeError(f"version is {version!r}, not an int")
+        stream = cai.get("stream") if version >= STREAM_AWARE_VERSION else None
+        stream = None if stream is None else int(stream)
+    except (TypeError, KeyError, ValueError, AttributeError) as exc:
+        raise ForeignArrayError(
+            f"this {name}'s __cuda_array_interface__ is malformed ({type(exc).__name__}: {exc}): version 3 of "
+            "the interface needs 'data' = (pointer, read_only), 'shape', 'typestr' and 'version'"
+        ) from None
     if read_only and not read_only_ok:
         raise ForeignArrayError(
             f"this {name} is read-only (its __cuda_array_interface__ says data[1] = True), and nothing says the "
@@ -59,21 +72,19 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
         )
     if cai.get("mask") is not None:
         raise ForeignArrayError(f"this {name} is masked; a kernel pointer cannot carry a mask: pass the data only")
-    strides = cai.get("strides")
-    if strides is not None and not _c_contiguous(tuple(cai["shape"]), tuple(strides), np.dtype(cai["typestr"])):
+    if strides is not None and not _c_contiguous(shape, strides, typestr):
         raise ForeignArrayError(
             f"this {name} is not C-contiguous (strides {tuple(strides)}), but a kernel reads its elements in "
             "order from the pointer: pass a contiguous copy (torch: x.contiguous(); CuPy: cupy.ascontiguousarray(x))"
         )
-    stream = cai.get("stream") if cai.get("version", 0) >= STREAM_AWARE_VERSION else None
     if stream is not None:
         if stream == AMBIGUOUS_STREAM:
             raise ForeignArrayError(
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
                 "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
             )
-        waits.append(int(stream))
-    return int(ptr or 0)
+        waits.append(stream)
+    return ptr
 
 
 def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dtype) -> bool:
@@ -87,7 +98,25 @@ def _c_contiguous(shape: tuple[int, ...], strides: tuple[int, ...], dtype: np.dt
     return True
 
 
-_events: weakref.WeakKeyDictionary[Context, Event] = weakref.WeakKeyDictionary()
+class _OrderEvent:
+    """The event one context records on producer streams: a bare handle in ``Context.cache``, not an
+    :class:`~rawcuda.event.Event` -- an Event holds its context (and its finalizer does), so a cache entry
+    holding one would keep a dropped context alive. ``Context.close()`` closes it with the context."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self) -> None:
+        handle = c_void_p()
+        cu.cuEventCreate(byref(handle), int(EventFlag.DISABLE_TIMING))
+        self.handle: int = handle.value or 0
+
+    def close(self) -> None:
+        handle, self.handle = self.handle, 0
+        if handle:
+            cu.cuEventDestroy(handle)
+
+
+_CACHE_KEY = __name__  # this module's entry in Context.cache: the context's _OrderEvent
 # One event per context is recorded and waited on under this lock: a wait captures the event's state when it
 # is called, so the pair must not interleave with another thread's record of the same event.
 _order_lock = threading.Lock()
@@ -100,9 +129,9 @@ def order_after(waits: list[int], stream: int, context: Context) -> None:
         if producer == stream or (producer in _LEGACY_ALIASES and stream in _LEGACY_ALIASES):
             continue  # one stream: already in order
         with _order_lock:
-            event = _events.get(context)
-            if event is None or event.closed:
-                event = _events[context] = Event(context, timing=False)
+            event = context.cache.get(_CACHE_KEY)
+            if event is None:
+                event = context.cache[_CACHE_KEY] = _OrderEvent()
             try:
                 cu.cuEventRecord(event.handle, producer)
             except CudaError as exc:

@@ -137,7 +137,7 @@ def test_packs_are_never_rewritten() -> None:
 
 def test_objects_with_cuda_array_interface_pass_their_address_and_are_not_cached() -> None:
     class Foreign:
-        __cuda_array_interface__ = {"data": (ADDRESS + 64, False)}  # noqa: RUF012
+        __cuda_array_interface__ = {"data": (ADDRESS + 64, False), "shape": (4,), "typestr": "<f4", "version": 3}  # noqa: RUF012
 
     foreign = Foreign()
     packed = ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((foreign,))
