@@ -35,9 +35,9 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
 from types import TracebackType
 from typing import Any
 
-from . import checked
+from . import contextregistry
 from .checked import cu
-from .checked.errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError, KernelFaultError
+from .checked.errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError
 from .checked.process import env_flag
 from .closeorder import CloseOrder
 from .current import make_current, peek_current
@@ -46,9 +46,6 @@ from .ffi.constants import CtxFlag, Limit
 
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
 SYNC_LAUNCHES = env_flag("RAWCUDA_SYNC_LAUNCHES")
-
-_live: dict[int, weakref.WeakSet[Context]] = {}  # handle -> live Context objects (to poison them all)
-_live_lock = threading.Lock()
 
 
 class Context:
@@ -71,12 +68,11 @@ class Context:
         # What higher layers keep per Context object (rawcuda.ops: its Modules), living exactly as long as it.
         self.cache: dict[str, Any] = {}
         self._enter_stack = threading.local()
-        self._holds = 0  # host views still alive (see hold()): the CUcontext outlives close() until they go
-        self._release_deferred = False
-        with _live_lock:
-            _live.setdefault(handle, weakref.WeakSet()).add(self)
-        if _poisoned_handles:  # a sticky error already ended CUDA in this process (see _observe)
-            self._poison, self._unusable = next(iter(_poisoned_handles.values())), "poisoned"
+        self._holds, self._release_deferred = 0, False  # host views alive (hold()); close() waiting for them
+        self._hold_lock = threading.Lock()
+        poisoned = contextregistry.register(self, handle)
+        if poisoned is not None:  # a sticky error already ended CUDA in this process (see contextregistry)
+            self.poison(poisoned)
         release = _release_primary if primary else _destroy_created
         self._finalizer = weakref.finalize(self, _finalize_context, handle, device.handle, release, self._pid)
         self._finalizer.atexit = False  # at interpreter exit the process teardown frees it; calling in is risky
@@ -155,7 +151,8 @@ class Context:
         if getattr(self._enter_stack, "popped_by_destroy", False):  # closed inside the block: already popped
             self._enter_stack.popped_by_destroy = False
             return
-        cu.cuCtxPopCurrent(byref(c_void_p()))
+        with contextlib.suppress(CudaError) if self._closed else contextlib.nullcontext():
+            cu.cuCtxPopCurrent(byref(c_void_p()))  # (closed: the entry may name a destroyed context)
 
     # --- using it -----------------------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -256,9 +253,9 @@ class Context:
             self._closed = True
             self._unusable = "the context was closed"
             _forget_default(self)
-            if self._holds:
-                self._release_deferred = True  # a host view still points into it: the last one releases it
-            else:
+            with self._hold_lock:  # a host view still points into it? then the last one releases it
+                self._release_deferred = self._holds > 0
+            if not self._release_deferred:
                 self._release_handle()
         if errors:
             raise errors[0]
@@ -277,28 +274,47 @@ class Context:
     def hold(self) -> None:
         """Keep the CUcontext alive, even past :meth:`close`, until the matching :meth:`call_held`: for numpy
         views of pinned and managed memory, which cuCtxDestroy (or the last primary release) would free."""
-        with self._lock:
-            self.check_usable()
+        self.check_usable()
+        with self._hold_lock:
             self._holds += 1
 
     def call_held(self, release: Callable[..., None], *args: Any) -> None:
         """``release(*args)`` in this context (also after close()), then end one :meth:`hold`. A finalizer calls
         it, on any thread: it never raises and leaves the thread's current context as it found it."""
-        if os.getpid() != self._pid:
-            return  # a forked child: the memory was never mapped here (and the lock may be held by a lost thread)
-        with self._lock:
+        # Why not self._lock? close() holds it while closing children, and a child of *another* context
+        # (a stream) may drop the last view of this one's memory: two contexts closing on two threads
+        # would wait for each other. _hold_lock guards two fields and is never held across a driver call.
+        if self.forked:
+            return  # the memory was never mapped in a forked child
+        with contextlib.suppress(Exception):
+            if self._poison is None and not sys.is_finalizing():
+                cu.cuCtxPushCurrent(self._handle)
+                try:
+                    release(*args)  # before the count drops: the last one may destroy the context next
+                finally:
+                    cu.cuCtxPopCurrent(byref(c_void_p()))
+        with self._hold_lock:
             self._holds -= 1
-            alive = self._poison is None and not sys.is_finalizing()
+            last = self._holds == 0 and self._release_deferred
+            self._release_deferred = self._release_deferred and not last
+        if last:
             with contextlib.suppress(Exception):
-                if alive:
-                    cu.cuCtxPushCurrent(self._handle)
-                    try:
-                        release(*args)
-                    finally:
-                        cu.cuCtxPopCurrent(byref(c_void_p()))
-                if self._holds == 0 and self._release_deferred:
-                    self._release_deferred = False
-                    self._release_handle()
+                self._release_handle()
+
+    def poison(self, error: CudaError) -> None:
+        """Mark this context unusable after a sticky error (contextregistry calls it for every context)."""
+        if self._poison is None:
+            self._poison, self._unusable = error, "poisoned"
+
+    def mark_forked(self) -> None:
+        """In a forked child: every use raises ForkedProcessError; locks held by lost threads are replaced."""
+        self._unusable = _FORKED
+        self._lock, self._hold_lock = threading.RLock(), threading.Lock()
+
+    @property
+    def forked(self) -> bool:
+        """True in a child process that inherited this object through fork() (its CUDA state is not here)."""
+        return os.getpid() != self._pid
 
     def __repr__(self) -> str:
         kind = "primary" if self.is_primary else "created"
@@ -323,48 +339,13 @@ def _destroy_created(handle: int, device: int) -> None:
 
 
 def _finalize_context(handle: int, device: int, release: Callable[[int, int], None], pid: int) -> None:
-    if sys.is_finalizing() or os.getpid() != pid or handle in _poisoned_handles:
+    if sys.is_finalizing() or os.getpid() != pid or contextregistry.is_poisoned(handle):
         return  # leak rather than call into a dying interpreter, a forked child, or a poisoned context
     with contextlib.suppress(Exception):  # a finalizer must never raise
         release(handle, device)
 
 
-# --- poisoning: a sticky error ends CUDA for the whole process ---------------------------------------------------
-# Measured on the H200 (tests/gpu/test_edges.py): after a kernel faults, every context fails with the same code --
-# the one that faulted, one created before it, one created after (cuCtxCreate itself fails), and the primary
-# context retained again. So every Context object is poisoned, not only those of the faulting handle, and
-# one made later is poisoned from birth.
-_poisoned_handles: dict[int, CudaError] = {}  # handle -> the sticky error that poisoned it
-
-
-def _observe(error: CudaError) -> None:
-    if not isinstance(error, KernelFaultError):
-        return
-    with _live_lock:
-        _poisoned_handles.setdefault(peek_current(), error)  # the failed call ran in the current context
-        for h, ctx in [(h, ctx) for h, contexts in _live.items() for ctx in list(contexts)]:
-            _poisoned_handles.setdefault(h, error)
-            if ctx._poison is None:
-                ctx._poison = error
-                ctx._unusable = "poisoned"
-
-
-checked.error_observers.append(_observe)
-
-
-# --- fork: a child inherits Context objects, but not the CUDA state behind them ----------------------------
 _FORKED = "inherited through fork()"
-
-
-def _mark_forked_contexts() -> None:
-    for contexts in _live.values():
-        for ctx in list(contexts):
-            ctx._unusable = _FORKED  # every use now raises ForkedProcessError; finalizers see the pid and leak
-            ctx._lock = threading.RLock()  # a parent thread holding it at the fork does not exist here
-
-
-if hasattr(os, "register_at_fork"):
-    os.register_at_fork(after_in_child=_mark_forked_contexts)
 
 
 # --- the default context: what `context=None` means ------------------------------------------------------

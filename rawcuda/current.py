@@ -32,7 +32,10 @@ from .checked import cu
 from .ffi.results import Result
 
 #: What a launch returns when the thread's current context is not the kernel's (see the module docstring).
-WRONG_CONTEXT_CODES = frozenset({Result.ERROR_INVALID_HANDLE, Result.ERROR_INVALID_CONTEXT})
+# (CONTEXT_IS_DESTROYED too: another library may destroy its context and leave it current on this thread.)
+WRONG_CONTEXT_CODES = frozenset(
+    {Result.ERROR_INVALID_HANDLE, Result.ERROR_INVALID_CONTEXT, Result.ERROR_CONTEXT_IS_DESTROYED}
+)
 
 _get_current = checked.hot_slot("cuCtxGetCurrent")
 

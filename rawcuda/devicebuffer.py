@@ -35,7 +35,7 @@ from .checked import cu
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .elements import exact_element, normalize_dtype, normalize_shape
-from .ffi.constants import STREAM_LEGACY
+from .pending import PendingStream
 from .resource import Resource
 from .stream import Stream, stream_handle
 
@@ -47,24 +47,6 @@ _MEMSET_BY_SIZE = {
     4: ("cuMemsetD32", "cuMemsetD32Async", np.uint32),
 }
 _CAI_VERSION = 3
-
-
-class PendingStream:
-    """The stream of the last asynchronous rawcuda operation on some memory, shared by the buffer and every
-    view of it. It holds the Stream (strongly: a stream dropped with a copy still queued must stay nameable
-    until the consumer has waited on it); a synchronous operation, which waits for everything, clears it."""
-
-    __slots__ = ("stream",)
-
-    def __init__(self) -> None:
-        self.stream: Stream | None = None
-
-    def handle(self) -> int | None:
-        """The CAI ``stream`` value: the pending stream's handle, or None when nothing may be pending."""
-        stream = self.stream
-        if stream is None or stream.closed:
-            return None
-        return stream.handle or STREAM_LEGACY  # 0 is forbidden in the interface (ambiguous)
 
 
 def _free(ptr: int) -> None:
@@ -291,13 +273,13 @@ class DeviceBuffer(Resource):
             ctx.synchronize()
             synchronous()
             ctx.synchronize()
-            self.pending.stream = None
+            self.pending.record(None)
             return
         handle = stream_handle(stream, ctx)
         ctx.activate()
         on_stream(handle)
         stream.keep_alive(keep)
-        self.pending.stream = stream
+        self.pending.record(stream)
 
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:
@@ -336,9 +318,8 @@ class DeviceBuffer(Resource):
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
 
-        ``stream`` is the last stream an async rawcuda operation on this memory used -- through this buffer
-        or any view of it -- or None after a synchronous one or once that stream is closed (nothing
-        pending). Kernels you launch are not tracked: synchronize (or record on that stream) before sharing.
+        ``stream`` names a stream after which no async rawcuda operation on this memory -- through this
+        buffer or any view of it -- is pending, or None when nothing is (rawcuda.pending). Kernels you launch are not tracked: synchronize (or record on that stream) before sharing.
         """
         self.check_open()
         return {

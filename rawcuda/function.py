@@ -173,7 +173,7 @@ class Function:
         ctx.check_usable()  # no activate(): see rawcuda.current for why a launch need not ask what is current
         if packed.waits:
             ctx.activate()
-            order_after(packed.waits, prepared[-1].value or 0, ctx)
+            order_after(packed.waits, stream, ctx)
         rc = _launch_kernel.call(*prepared, packed.array, None)
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
@@ -327,7 +327,7 @@ class BoundLaunch:
             self._bind()
             if self._packed.waits:
                 ctx.activate()
-                order_after(self._packed.waits, self._call[-3].value or 0, ctx)
+                order_after(self._packed.waits, self._spec[3], ctx)
         rc = _launch_kernel.call(*self._call)
         if rc:
             launch_failed(rc, ctx, self._call)

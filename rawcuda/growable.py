@@ -40,7 +40,8 @@ from .checked import cu
 from .checked.errors import NotSupportedError, RawCudaError
 from .closeorder import CloseOrder
 from .context import Context, resolve
-from .devicebuffer import DeviceBuffer, PendingStream
+from .devicebuffer import DeviceBuffer
+from .pending import PendingStream
 from .elements import normalize_dtype
 from .ffi.attributes import DeviceAttribute
 from .ffi.constants import (

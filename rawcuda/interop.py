@@ -31,11 +31,13 @@ from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
 from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag
+from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
 STREAM_AWARE_VERSION = 3
 #: The spec forbids 0 for ``stream``: it could mean the legacy or the per-thread default stream.
 AMBIGUOUS_STREAM = 0
+MAX_HANDLE = 1 << 64  # a CUstream is a pointer: 64 bits
 #: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
 _LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
 
@@ -78,6 +80,8 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
             "order from the pointer: pass a contiguous copy (torch: x.contiguous(); CuPy: cupy.ascontiguousarray(x))"
         )
     if stream is not None:
+        if not 0 <= stream < MAX_HANDLE:
+            raise ForeignArrayError(f"this {name} names stream {stream}, which is not a CUstream handle")
         if stream == AMBIGUOUS_STREAM:
             raise ForeignArrayError(
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
@@ -122,9 +126,18 @@ _CACHE_KEY = __name__  # this module's entry in Context.cache: the context's _Or
 _order_lock = threading.Lock()
 
 
-def order_after(waits: list[int], stream: int, context: Context) -> None:
-    """Make work queued next on ``stream`` (a CUstream of ``context``; 0 for legacy) wait for the work
-    already queued on each producer stream in ``waits``. ``context`` must be current."""
+def order_after(waits: list[int], launch_stream: Stream | None, context: Context) -> None:
+    """Make work queued next on ``launch_stream`` (of ``context``; None for the legacy stream) wait for the
+    work already queued on each producer stream in ``waits``. ``context`` must be current."""
+    if launch_stream is not None and launch_stream.capturing is not None:
+        # A graph replays later, long after this producer's work; no wait recorded now could order a replay
+        # after it (and the driver refuses events recorded outside the capture, or on the legacy stream).
+        raise ForeignArrayError(
+            f"an array passed to a launch captured on {launch_stream!r} names stream {waits[0]:#x} as still "
+            "being written: a graph cannot wait for another library's stream -- synchronize that stream "
+            "before the capture, or pass an array whose interface says stream None"
+        )
+    stream = 0 if launch_stream is None else launch_stream.handle
     for producer in waits:
         if producer == stream or (producer in _LEGACY_ALIASES and stream in _LEGACY_ALIASES):
             continue  # one stream: already in order

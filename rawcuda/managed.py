@@ -96,7 +96,8 @@ class ManagedBuffer(DeviceBuffer):
         the context is synchronized first (see the module docstring) -- ask again after each launch.
         """
         self.check_open()
-        self.context.check_usable()  # in a forked child the memory is not mapped: a read would be SIGSEGV
+        if self.context.forked:  # not mapped in a forked child: a read would be SIGSEGV
+            self.context.check_usable()
         if self.nbytes == 0:
             return np.empty(self.shape, self.dtype)
         if not self.concurrent_access:

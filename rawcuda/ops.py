@@ -96,6 +96,11 @@ def _grid_1d(n: int, ctx: Context) -> int:
 
 def _f32(*bufs: DeviceBuffer) -> None:
     for buf in bufs:
+        if not isinstance(buf, DeviceBuffer):  # ops reads shapes and contexts: a bare pointer has neither
+            raise TypeError(
+                f"ops functions take rawcuda DeviceBuffers, not {type(buf).__name__}: copy into one, or launch the "
+                "kernel yourself with Function.launch, which takes other libraries' arrays"
+            )
         if buf.dtype != F32:
             raise TypeError(f"{buf!r}: this kernel works on float32 buffers")
 

@@ -105,7 +105,8 @@ class PinnedBuffer(Resource):
         """The numpy view of the pinned memory. It stays valid after this buffer's close() and its context's,
         until you drop it (the memory goes with the last view); not in a forked child (ForkedProcessError)."""
         self.check_open()
-        self.context.check_usable()
+        if self.context.forked:  # (not usable() alone: after a sticky error the memory is still readable)
+            self.context.check_usable()
         return self._array
 
     def __array__(self, dtype: Any = None, copy: bool | None = None) -> np.ndarray:
@@ -116,7 +117,8 @@ class PinnedBuffer(Resource):
     def ptr(self) -> int:
         """The host address."""
         self.check_open()
-        self.context.check_usable()
+        if self.context.forked:  # (not usable() alone: after a sticky error the memory is still readable)
+            self.context.check_usable()
         return self._ptr
 
     @property

@@ -35,11 +35,11 @@ _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
 
 
 def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
-    # Host objects still held belong to copies that may not have run yet: wait for them before letting the
-    # objects go -- also when the stream was garbage-collected, not closed (a freed array under a pending
-    # copy is a use-after-free). close() has waited already, so then nothing is held here.
-    if held:
-        cu.cuStreamSynchronize(handle)
+    # Wait for the queued work -- also when the stream was garbage-collected, not closed. Host objects still
+    # held belong to copies that may not have run yet (a freed array under a pending copy is a use-after-
+    # free), and a buffer's __cuda_array_interface__ stops naming a stream once it is gone: its work must be
+    # done by then (devicebuffer.PendingStream). close() has waited already, so then this returns at once.
+    cu.cuStreamSynchronize(handle)
     # The marker events are the stream's too: destroy them with it (a pending one is released by the
     # driver once it completes), so that even a stream that is garbage-collected leaks nothing.
     for marker in [*spare_markers, *(m for m, _ in held)]:

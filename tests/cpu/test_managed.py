@@ -36,8 +36,7 @@ class StandInContext:
     def synchronize(self) -> None:
         self.synchronized += 1
 
-    def check_usable(self) -> None:
-        pass  # not closed, not poisoned, not forked
+    forked = False  # (not inherited through fork())
 
 
 def stand_in_buffer(concurrent: int, n: int = 8) -> tuple[ManagedBuffer, StandInContext, np.ndarray]:
