@@ -319,7 +319,8 @@ class DeviceBuffer(Resource):
         """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
 
         ``stream`` names a stream after which no async rawcuda operation on this memory -- through this
-        buffer or any view of it -- is pending, or None when nothing is (rawcuda.pending). Kernels you launch are not tracked: synchronize (or record on that stream) before sharing.
+        buffer or any view of it -- is pending, or None when nothing is (rawcuda.pending). Kernels you
+        launch are not tracked: synchronize (or record on that stream) before sharing.
         """
         self.check_open()
         return {

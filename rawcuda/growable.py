@@ -41,7 +41,6 @@ from .checked.errors import NotSupportedError, RawCudaError
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .devicebuffer import DeviceBuffer
-from .pending import PendingStream
 from .elements import normalize_dtype
 from .ffi.attributes import DeviceAttribute
 from .ffi.constants import (
@@ -53,6 +52,7 @@ from .ffi.constants import (
 )
 from .ffi.results import Result
 from .ffi.types import CUmemAccessDesc, CUmemAllocationProp, CUmemLocation
+from .pending import PendingStream
 from .resource import Resource
 from .stream import Stream
 
