@@ -130,13 +130,8 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
     """Make work queued next on ``launch_stream`` (of ``context``; None for the legacy stream) wait for the
     work already queued on each producer stream in ``waits``. ``context`` must be current."""
     if launch_stream is not None and launch_stream.capturing is not None:
-        # A graph replays later, long after this producer's work; no wait recorded now could order a replay
-        # after it (and the driver refuses events recorded outside the capture, or on the legacy stream).
-        raise ForeignArrayError(
-            f"an array passed to a launch captured on {launch_stream!r} names stream {waits[0]:#x} as still "
-            "being written: a graph cannot wait for another library's stream -- synchronize that stream "
-            "before the capture, or pass an array whose interface says stream None"
-        )
+        _check_idle_for_capture(waits, launch_stream)
+        return
     stream = 0 if launch_stream is None else launch_stream.handle
     for producer in waits:
         if producer == stream or (producer in _LEGACY_ALIASES and stream in _LEGACY_ALIASES):
@@ -153,3 +148,18 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
                 cu.cuStreamSynchronize(producer)  # a stream of another context: the event cannot go there
                 continue
             cu.cuStreamWaitEvent(stream, event.handle, EventWaitFlag.DEFAULT)
+
+
+def _check_idle_for_capture(waits: list[int], launch_stream: Stream) -> None:
+    """Inside a capture, a foreign array's stream can only be *idle*: a graph replays later, long after the
+    producer's work, so no wait recorded now could order a replay after it (and the driver refuses events
+    recorded outside the capture, or on the legacy stream). An idle stream (cuStreamQuery: done) is fine."""
+    for producer in waits:
+        try:
+            cu.cuStreamQuery(producer)
+        except CudaError as exc:  # NOT_READY: work still queued; anything else: the capture forbids asking
+            raise ForeignArrayError(
+                f"an array passed to a launch captured on {launch_stream!r} names stream {producer:#x}, and "
+                f"that stream cannot be shown idle ({exc.name}): a graph cannot wait for another library's "
+                "stream -- synchronize that stream before the capture begins"
+            ) from None

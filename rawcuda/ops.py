@@ -101,6 +101,7 @@ def _f32(*bufs: DeviceBuffer) -> None:
                 f"ops functions take rawcuda DeviceBuffers, not {type(buf).__name__}: copy into one, or launch the "
                 "kernel yourself with Function.launch, which takes other libraries' arrays"
             )
+        buf.context.check_usable()  # closed, poisoned or forked: say so before any driver call
         if buf.dtype != F32:
             raise TypeError(f"{buf!r}: this kernel works on float32 buffers")
 

@@ -83,3 +83,29 @@ def test_a_pack_remembers_buffers_weakly_and_never_matches_a_dead_one() -> None:
     finally:
         gc.enable()
     assert same((fake_buffer(), 3, 1.5), key) is False
+
+
+@pytest.mark.parametrize(
+    "interface",
+    [
+        None,
+        [1, 2],
+        {"shape": (4,), "typestr": "<f4", "version": 3},  # no data
+        {"data": None, "shape": (4,), "typestr": "<f4", "version": 3},
+        {"data": (ADDRESS,), "shape": (4,), "typestr": "<f4", "version": 3},
+        {"data": ("0x1000", False), "shape": (4,), "typestr": "<f4", "version": 3},
+        {"data": (ADDRESS, False), "shape": (4,), "typestr": "nonsense", "version": 3},
+        {"data": (ADDRESS, False), "shape": (4,), "typestr": "<f4", "version": "3"},
+        {"data": (ADDRESS, False), "shape": (4,), "typestr": "<f4", "version": 3, "stream": "legacy"},
+        {"data": (ADDRESS, False), "shape": (4,), "typestr": "<f4", "version": 3, "stream": -1},
+        {"data": (ADDRESS, False), "shape": (4,), "typestr": "<f4", "version": 3, "stream": 1 << 70},
+    ],
+)
+def test_a_malformed_interface_is_an_argument_error_naming_the_argument(interface: Any) -> None:
+    # Found by the attack scripts: KeyError, TypeError or ValueError from inside rawcuda, or (1 << 70) silently
+    # truncated to the legacy stream.
+    from rawcuda.kernelargs import ArgumentError
+
+    foreign = type("Foreign", (), {"__cuda_array_interface__": interface})()
+    with pytest.raises(ArgumentError, match=r"^k argument 0: this Foreign"):
+        ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((foreign,))

@@ -35,7 +35,7 @@ class Recorder:
 
     def __init__(self) -> None:
         self.launches: list[tuple[str, Any, Any, list[int]]] = []
-        self.context = SimpleNamespace(device=SimpleNamespace(multiprocessor_count=SMS))
+        self.context = SimpleNamespace(device=SimpleNamespace(multiprocessor_count=SMS), check_usable=lambda: None)
 
     def kernel(self, stem: str, name: str, context: Any) -> Any:
         def launch(grid: Any, block: Any, *args: Any, **kwargs: Any) -> None:

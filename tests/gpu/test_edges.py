@@ -293,3 +293,24 @@ def test_a_sticky_error_ends_cuda_for_the_whole_process_and_the_error_says_so() 
     assert report["fault"] == 700, report
     assert (report["new created"], report["new primary"], report["older created"]) == (700, 700, 700), report
     assert "whole process" in report["message"] and "child process" in report["message"]
+
+
+def test_a_context_dropped_after_foreign_waits_and_stream_launches_is_collected(rng: np.random.Generator) -> None:
+    # Found by the attack scripts: interop kept its ordering Event in a dict whose value held the context, and
+    # a cached ops Function's last_config held the last Stream (whose finalizer holds the context): either
+    # kept a dropped, unclosed context alive for good, even through gc.collect().
+    ctx = Context.create(0)
+    producer = rawcuda.Stream(ctx)
+    x = DeviceBuffer.from_array(rng.standard_normal(N, dtype=np.float32), context=ctx)
+    out = DeviceBuffer(N, context=ctx)
+    interface = {**x.__cuda_array_interface__, "stream": producer.handle}
+    foreign = type("Foreign", (), {"__cuda_array_interface__": interface})()
+    fn = Module(kernels.ptx_path("vector_add"), ctx).function("vector_add")
+    fn.launch(grid_for(N), BLOCK, out, foreign, x, N)
+    ops.gelu(out, x, stream=producer)
+    ctx.synchronize()
+    np.testing.assert_allclose(out.to_array(), out.to_array())  # (ran; the values are ops' business)
+    dead = weakref.ref(ctx)
+    del ctx, producer, x, out, foreign, fn
+    gc.collect()
+    assert dead() is None, "something still holds the dropped context"

@@ -163,6 +163,28 @@ def test_cupy_producer_on_its_own_stream(spin: Any, vector_add: Any, rng: np.ran
     np.testing.assert_array_equal(dc.to_array(), a * 2.0 + b)
 
 
+def test_inside_a_capture_a_foreign_stream_must_be_idle(
+    spin: Any, vector_add: Any, streams: tuple[Stream, Stream], rng: np.random.Generator
+) -> None:
+    # Found by the attack scripts: the event record / wait broke the capture. A graph cannot wait for another
+    # library's stream at replay time, so the stream must be idle when captured -- and busy is refused.
+    producer, capturing = streams
+    x = rng.standard_normal(N, dtype=np.float32)
+    da, dc = DeviceBuffer.from_array(x), DeviceBuffer(N)
+    foreign = Foreign(da, producer.handle)
+    with rawcuda.capture(capturing) as graph:
+        vector_add.launch(grid_for(N), BLOCK, dc, foreign, da, N, stream=capturing)  # producer idle: fine
+    dc.fill(NAN32)
+    with graph.instantiate() as replay:
+        replay.launch(capturing)
+        capturing.synchronize()
+    np.testing.assert_array_equal(dc.to_array(), x + x)
+    spin.launch(1, 1, DELAY_NS, stream=producer)
+    with pytest.raises(TypeError, match="cannot be shown idle"), rawcuda.capture(capturing):
+        vector_add.launch(grid_for(N), BLOCK, dc, foreign, da, N, stream=capturing)
+    producer.synchronize()
+
+
 # --- rawcuda as the producer ----------------------------------------------------------------------------------
 def test_the_exported_stream_is_none_once_the_stream_is_closed(rng: np.random.Generator) -> None:
     # Before: the handle of the destroyed stream was exported (a consumer would wait on a dangling handle).
@@ -187,6 +209,27 @@ def test_views_and_slices_export_the_stream_of_work_pending_on_their_memory(
     producer.synchronize()
     buf.copy_from(host)  # synchronous: nothing pending any more
     assert buf[10:20].__cuda_array_interface__["stream"] is None
+    host.close()
+
+
+def test_two_views_written_on_two_streams_export_one_stream_that_waits_for_both(
+    spin: Any, vector_add: Any, streams: tuple[Stream, Stream], rng: np.random.Generator
+) -> None:
+    # Found by the attack scripts: the shared record kept only the last stream, so the half written on the
+    # first (delayed) stream was read early by a consumer of the whole buffer.
+    first, second = streams
+    x = rng.standard_normal(N, dtype=np.float32)
+    host = PinnedBuffer.from_array(x)
+    buf = DeviceBuffer.from_array(np.full(N, NAN32))
+    half = N // 2
+    spin.launch(1, 1, DELAY_NS, stream=first)
+    buf[:half].copy_from(host.array[:half], stream=first)
+    buf[half:].copy_from(host.array[half:], stream=second)
+    stream = buf.__cuda_array_interface__["stream"]
+    assert stream in (first.handle, second.handle)
+    dc = DeviceBuffer.from_array(np.full(N, NAN32))
+    vector_add.launch(grid_for(N), BLOCK, dc, Foreign(buf, stream), Foreign(buf, stream), N)
+    np.testing.assert_array_equal(dc.to_array(), x + x)
     host.close()
 
 
