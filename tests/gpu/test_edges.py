@@ -309,7 +309,6 @@ def test_a_context_dropped_after_foreign_waits_and_stream_launches_is_collected(
     fn.launch(grid_for(N), BLOCK, out, foreign, x, N)
     ops.gelu(out, x, stream=producer)
     ctx.synchronize()
-    np.testing.assert_allclose(out.to_array(), out.to_array())  # (ran; the values are ops' business)
     dead = weakref.ref(ctx)
     del ctx, producer, x, out, foreign, fn
     gc.collect()
