@@ -21,7 +21,7 @@ The other direction (rawcuda's buffers read by others) is in :mod:`rawcuda.devic
 from __future__ import annotations
 
 import threading
-from ctypes import byref, c_void_p
+from ctypes import byref, c_int, c_void_p
 from typing import Any
 
 import numpy as np
@@ -30,7 +30,7 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag
+from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
@@ -154,12 +154,23 @@ def _check_idle_for_capture(waits: list[int], launch_stream: Stream) -> None:
     """Inside a capture, a foreign array's stream can only be *idle*: a graph replays later, long after the
     producer's work, so no wait recorded now could order a replay after it (and the driver refuses events
     recorded outside the capture, or on the legacy stream). An idle stream (cuStreamQuery: done) is fine."""
-    for producer in waits:
-        try:
-            cu.cuStreamQuery(producer)
-        except CudaError as exc:  # NOT_READY: work still queued; anything else: the capture forbids asking
-            raise ForeignArrayError(
-                f"an array passed to a launch captured on {launch_stream!r} names stream {producer:#x}, and "
-                f"that stream cannot be shown idle ({exc.name}): a graph cannot wait for another library's "
-                "stream -- synchronize that stream before the capture begins"
-            ) from None
+    # Asking is a "potentially unsafe" call while a capture runs in the default (global) mode: the thread
+    # switches to RELAXED for the query and back -- the pattern cuda.h gives for cuThreadExchangeStreamCaptureMode.
+    mode = c_int(StreamCaptureMode.RELAXED)
+    cu.cuThreadExchangeStreamCaptureMode(byref(mode))
+    try:
+        for producer in waits:
+            _check_idle(producer, launch_stream)
+    finally:
+        cu.cuThreadExchangeStreamCaptureMode(byref(mode))  # the mode this thread had
+
+
+def _check_idle(producer: int, launch_stream: Stream) -> None:
+    try:
+        cu.cuStreamQuery(producer)
+    except CudaError as exc:  # NOT_READY: work still queued; anything else: the capture forbids asking
+        raise ForeignArrayError(
+            f"an array passed to a launch captured on {launch_stream!r} names stream {producer:#x}, and "
+            f"that stream cannot be shown idle ({exc.name}): a graph cannot wait for another library's "
+            "stream -- synchronize that stream before the capture begins"
+        ) from None

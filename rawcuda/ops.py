@@ -38,6 +38,7 @@ from . import kernels
 from .context import Context
 from .devicebuffer import DeviceBuffer
 from .function import Function
+from .kernelargs import ArgumentError
 from .module import Module
 from .stream import Stream
 
@@ -96,8 +97,13 @@ def _grid_1d(n: int, ctx: Context) -> int:
 
 def _f32(*bufs: DeviceBuffer) -> None:
     for buf in bufs:
+        if isinstance(buf, np.ndarray):
+            raise ArgumentError(
+                "a host numpy array where a device pointer is expected: the GPU cannot read host memory through "
+                "it; copy it first with rawcuda.DeviceBuffer.from_array(array)"
+            )
         if not isinstance(buf, DeviceBuffer):  # ops reads shapes and contexts: a bare pointer has neither
-            raise TypeError(
+            raise ArgumentError(
                 f"ops functions take rawcuda DeviceBuffers, not {type(buf).__name__}: copy into one, or launch the "
                 "kernel yourself with Function.launch, which takes other libraries' arrays"
             )
@@ -143,6 +149,7 @@ def sum_partials(out: DeviceBuffer, x: DeviceBuffer, blocks: int, stream: Stream
 
 def sum(x: DeviceBuffer, stream: Stream | None = None) -> float:  # named after numpy.sum
     """The float32 sum of every element: two passes of the seed's warp-shuffle reduction."""
+    _f32(x)
     blocks = REDUCE_BLOCKS_PER_SM * x.context.device.multiprocessor_count
     with DeviceBuffer.empty(blocks, F32, x.context) as partials, DeviceBuffer.empty(1, F32, x.context) as total:
         sum_partials(partials, x, blocks, stream)

@@ -25,7 +25,7 @@ from ctypes import byref, c_int, c_uint, c_void_p
 from typing import Any
 
 from .checked import cu
-from .checked.errors import NotReadyError
+from .checked.errors import NotReadyError, StreamCaptureError
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
@@ -38,8 +38,10 @@ def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deq
     # Wait for the queued work -- also when the stream was garbage-collected, not closed. Host objects still
     # held belong to copies that may not have run yet (a freed array under a pending copy is a use-after-
     # free), and a buffer's __cuda_array_interface__ stops naming a stream once it is gone: its work must be
-    # done by then (devicebuffer.PendingStream). close() has waited already, so then this returns at once.
-    cu.cuStreamSynchronize(handle)
+    # done by then (rawcuda.pending). A stream being captured has no work to wait for, and the driver refuses
+    # to synchronize it: that refusal is no reason to keep the stream.
+    with contextlib.suppress(StreamCaptureError):
+        cu.cuStreamSynchronize(handle)
     # The marker events are the stream's too: destroy them with it (a pending one is released by the
     # driver once it completes), so that even a stream that is garbage-collected leaks nothing.
     for marker in [*spare_markers, *(m for m, _ in held)]:

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import contextlib
 import gc
+import io
 import re
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -52,6 +53,7 @@ from rawcuda import (
     kernels,
     ops,
 )
+from rawcuda.checked.tracing import trace
 from rawcuda.context import default_context
 from rawcuda.function import Function
 from rawcuda.module import max_ptx_isa
@@ -1274,18 +1276,17 @@ def param(case: Case) -> Any:
 
 # --- running a case -------------------------------------------------------------------------------------------
 def run_case(case: Case, kit: Kit) -> None:
-    ctx = kit.ctx
-    before = (ctx.last_launch, getattr(ctx.last_launch, "last_config", None))
+    calls = io.StringIO()  # every driver call the case makes: a refused case must not reach cuLaunchKernel
     try:
-        case.provoke(kit)
+        with trace(calls):
+            case.provoke(kit)
     except Exception as exc:
         if case.error is None:  # an allowed input must work
             raise WronglyRefusedError(f"{case.id}: refused with {type(exc).__name__}: {exc}") from exc
         if not isinstance(exc, case.error):
             raise WrongTypeError(f"{case.id}: expected {case.error}, got {type(exc).__name__}: {exc}") from exc
         if not case.launches:
-            after = (ctx.last_launch, getattr(ctx.last_launch, "last_config", None))
-            assert after[0] is before[0] and after[1] is before[1], f"{case.id}: a kernel was launched before the error"
+            assert "cuLaunchKernel(" not in calls.getvalue(), f"{case.id}: a kernel was launched before the error"
         text = str(exc)
         if not re.search(case.problem, text):
             raise WrongMessageError(

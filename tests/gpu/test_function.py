@@ -94,7 +94,7 @@ def test_repeated_launches_reuse_the_packed_block(vector_add: rawcuda.Function) 
     vector_add.launch(1, 32, buf, buf, buf, 8)
     packed = vector_add._packed
     vector_add.launch(1, 32, buf, buf, buf, 8)
-    assert vector_add._packed is packed and packed.args is not None  # same objects: the same block, unchanged
+    assert vector_add._packed is packed and packed.key  # same objects: the same block, unchanged
     other = DeviceBuffer.zeros(8)
     vector_add.launch(1, 32, other, buf, buf, 8)
     assert vector_add._packed is not packed and packed.array[0] == ctypes.addressof(packed.slots[0])  # old one intact

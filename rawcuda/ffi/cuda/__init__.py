@@ -49,7 +49,6 @@ _TOPIC = "completes its topic; proven against cuda.h so that code built on it st
 #: Rows that no rawcuda class calls, and why each is declared all the same.
 NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuGetErrorName": "rawcuda names codes from its own Result table, complete and proven against cuda.h",
-    "cuThreadExchangeStreamCaptureMode": _TOPIC + " (a thread's capture mode, outside any capture)",
     "cuMemcpy": _TOPIC + " (the unified-addressing copy; rawcuda's copies say which way they go)",
     "cuMemHostGetFlags": _FOR_TUTORIALS + " (tutorial 07 reads a pinned buffer's flags)",
     "cuPointerGetAttribute": _FOR_TUTORIALS + " (tutorial 11: where does a managed pointer live?)",
