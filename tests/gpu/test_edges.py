@@ -199,6 +199,7 @@ def test_a_launch_runs_in_its_kernels_context_whatever_is_current(
 
 def test_cuda_python_switching_contexts_does_not_fool_rawcuda(rng: np.random.Generator) -> None:
     driver = pytest.importorskip("cuda.bindings.driver", reason="cuda-python (cuda.bindings) is not installed")
+    default_context().activate()  # rawcuda made the primary current last (what a cache would remember)
     err, dev = driver.cuDeviceGet(0)
     err, theirs = driver.cuCtxCreate(None, 0, dev)
     assert int(err) == 0, err

@@ -16,6 +16,7 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, GrowableBuffer, Module, PinnedBuffer, Stream, kernels
+from rawcuda.ffi.constants import StreamFlag
 from rawcuda.kernelargs import ArgumentError
 from tests.helpers import BLOCK, NAN32, grid_for
 
@@ -52,7 +53,9 @@ class Foreign:
 
 @pytest.fixture
 def streams() -> Iterator[tuple[Stream, Stream]]:
-    producer, consumer = Stream(), Stream()
+    # NON_BLOCKING, as CuPy's and torch's side streams are: a blocking producer would be waited for by the
+    # legacy default stream anyway, and a launch there could not show whether rawcuda orders itself.
+    producer, consumer = Stream(flags=StreamFlag.NON_BLOCKING), Stream(flags=StreamFlag.NON_BLOCKING)
     yield producer, consumer
     producer.close()
     consumer.close()
@@ -156,6 +159,9 @@ def test_cupy_producer_on_its_own_stream(spin: Any, vector_add: Any, rng: np.ran
     dc = DeviceBuffer.from_array(np.full(N, NAN32))
     side = cupy.cuda.Stream(non_blocking=True)
     delay = cupy.RawKernel(CUPY_DELAY_SOURCE, "delay")
+    delay((1,), (1,), (np.uint64(0),))  # compile both kernels now: compiling after the delay is queued would
+    _ = ca * 2.0  # take longer than the delay, and the producer would be done before rawcuda even looked
+    cupy.cuda.Device().synchronize()
     with side:
         delay((1,), (1,), (np.uint64(DELAY_NS),))
         produced = ca * 2.0
