@@ -55,11 +55,16 @@ def main(t: Tutorial) -> None:
         f"{major.value}.{minor.value}, {sms.value} SMs"
     )
 
-    t.step("create a context and make it current (cust: Context::create_and_push(MAP_HOST | SCHED_AUTO))")
+    t.step("create a context and make it current (the seed: Context::create_and_push(MAP_HOST | SCHED_AUTO))")
     # CUDA 13's cuCtxCreate is cuCtxCreate_v4: a params struct (NULL = no extras) comes before the flags.
     ctx = c_void_p()
     cu.cuCtxCreate(byref(ctx), None, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO, dev)
-    t.say(f"cuCtxCreate_v4 -> context {ctx.value:#x}, now current on this thread")
+    t.say(
+        f"cuCtxCreate_v4 -> context {ctx.value:#x}, now current on this thread\n"
+        "create_and_push is cust's legacy API (cust::context::legacy; its drop is cuCtxDestroy). cust's\n"
+        "current Context::new(device) retains the primary context instead: cuDevicePrimaryCtxRetain, and\n"
+        "its drop is cuDevicePrimaryCtxRelease."
+    )
 
     t.step("a non-blocking stream (cust: Stream::new(StreamFlags::NON_BLOCKING, None))")
     stream = c_void_p()
