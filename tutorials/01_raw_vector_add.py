@@ -72,7 +72,8 @@ def main(t: Tutorial) -> None:
     t.say(
         "NON_BLOCKING: this stream does not wait for the legacy default stream -- so every copy below is\n"
         "issued on *this* stream with the Async calls; a plain cuMemcpyHtoD would run on the legacy\n"
-        "stream and could race the kernel."
+        "stream and could race the kernel. (cust clears NON_BLOCKING for that reason, Rust-CUDA issue 15:\n"
+        "the seed's Stream::new(StreamFlags::NON_BLOCKING, None) makes an ordinary blocking stream.)"
     )
 
     t.step(f"host data: {N:,} random float32 in a and b (random, so a wrong kernel cannot pass by luck)")

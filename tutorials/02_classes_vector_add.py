@@ -57,7 +57,7 @@ def main(t: Tutorial) -> None:
         t.step("a stream")
         show(
             t,
-            "Stream::new(StreamFlags::NON_BLOCKING, None)?",
+            "Stream::new(StreamFlags::NON_BLOCKING, None)?   (cust clears the flag: a blocking stream)",
             "stream = Stream(ctx, flags=StreamFlag.NON_BLOCKING)",
             "cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)",
         )
