@@ -178,7 +178,7 @@ def matmul(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | N
 
 
 def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream: Stream | None = None) -> None:
-    """out = x.T for a 2-D float32 buffer; ``padded=False`` runs the bank-conflicted naive kernel."""
+    """out = x.T for a 2-D float32 buffer; ``padded=False`` runs the naive kernel (no tile, uncoalesced writes)."""
     _f32(out, x)
     if x.ndim != 2 or out.shape != x.shape[::-1]:
         raise ValueError(f"transpose needs x[R,C] and out[C,R]; got {x.shape} and {out.shape}")
