@@ -32,7 +32,7 @@ ROOT = rawcuda.kernels.KERNEL_DIR.parent.parent
 
 def timed_ms(work: object) -> float:
     start, end = Event(), Event()
-    work()  # warm-up (first launch JIT-compiles nothing here, but touches every page once)
+    work()  # warm-up, untimed: one-time costs of a first launch stay out (cuMemAlloc memory has no pages to fault)
     start.record()
     for _ in range(REPS):
         work()
