@@ -42,7 +42,7 @@ from .kernelargs import ArgumentError
 from .module import Module
 from .stream import Stream
 
-BLOCK = 256  # 1-D kernels: a multiple of the warp size with enough warps per SM to hide latency
+BLOCK = 256  # 1-D kernels: a multiple of the warp size (the seed's choice; no block-size sweep measured yet)
 WAVES = 32  # grid-stride kernels: at most this many blocks per SM (more adds nothing but scheduling)
 WARP = 32
 REDUCE_BLOCKS_PER_SM = 4  # one full wave of 256-thread reduction blocks (see kernels/reduce.cu)

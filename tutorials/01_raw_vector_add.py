@@ -22,7 +22,7 @@ from rawcuda.ffi.attributes import DeviceAttribute, FunctionAttribute
 from rawcuda.ffi.constants import CtxFlag, JitOption, StreamFlag
 
 N = 1_000_000  # the seed's n
-BLOCK = 256  # threads per block: a multiple of the warp size (32), enough warps to hide memory latency
+BLOCK = 256  # threads per block, the seed's choice: a multiple of the warp size (32); other sizes not measured
 NAN_BITS = 0x7FC00000  # a float32 quiet NaN, as a 32-bit pattern for cuMemsetD32
 LOG_BYTES = 8192  # capacity of each JIT log buffer
 FLOAT_BYTES = 4
