@@ -6,7 +6,8 @@ API a binding could wrap: it is a daemon, ``nvidia-cuda-mps-control``, that libc
 when it runs, so a cust or rawcuda program uses it unchanged.) Here is what VMM buys. With ``cuMemAlloc``
 an address comes with its memory, so a growing buffer (a vector's push, a KV cache, a particle list) must
 be reallocated: allocate bigger, copy, free -- time proportional to the size, twice the memory for a
-moment, and every stored pointer goes stale. VMM reserves *addresses* once and maps *memory* into them chunk by chunk:
+moment, and every stored pointer goes stale. VMM reserves *addresses* once and maps *memory* into them
+chunk by chunk:
 
     cuMemAddressReserve  ->  cuMemCreate  ->  cuMemMap  ->  cuMemSetAccess   (repeat the last three to grow)
     teardown: cuMemUnmap -> cuMemRelease -> cuMemAddressFree
