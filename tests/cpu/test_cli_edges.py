@@ -11,6 +11,7 @@ count below one; a tutorial given a flag it does not have. Two more are API mist
 from __future__ import annotations
 
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -18,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from rawcuda.tools import headercheck
 from tests.helpers import ROOT, python_env
 
 NO_DRIVER = "/nonexistent/libcuda.so.1"  # RAWCUDA_LIBCUDA alone is tried when set: this machine has no GPU
@@ -40,6 +42,56 @@ def assert_no_traceback(proc: subprocess.CompletedProcess[str]) -> None:
     output = proc.stdout + proc.stderr
     assert "Traceback" not in output, output
     assert "Exception ignored" not in output, output  # what the interpreter prints for an error at exit
+
+
+# --- the header check -------------------------------------------------------------------------------------------
+HEADER = Path("/usr/local/cuda/include/cuda.h")
+needs_header = pytest.mark.skipif(not HEADER.is_file(), reason=f"no cuda.h at {HEADER}")
+
+
+def run_module(module: str, *args: str, **env: str) -> subprocess.CompletedProcess[str]:
+    """``python -m MODULE ARGS`` from the source tree, as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", module, *args],
+        cwd=ROOT,
+        env=python_env(**env),
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+
+
+def test_headercheck_help_prints_usage() -> None:
+    proc = run_module("rawcuda.tools.headercheck", "--help")
+    assert_no_traceback(proc)
+    assert proc.returncode == 0 and proc.stdout.startswith("usage:"), proc.stdout + proc.stderr
+    assert "--nvrtc" in proc.stdout
+
+
+@pytest.mark.parametrize(
+    ("args", "why"),
+    [
+        (["/nonexistent/cuda.h"], "/nonexistent/cuda.h: no such file"),
+        (["/"], "/: is a directory"),
+        (["--nvrtc", "/nonexistent/nvrtc.h"], "/nonexistent/nvrtc.h: no such file"),
+    ],
+)
+def test_headercheck_refuses_a_path_that_is_not_a_header(args: list[str], why: str) -> None:
+    proc = run_module("rawcuda.tools.headercheck", *args)
+    assert_no_traceback(proc)
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("usage:") and why in proc.stderr
+
+
+@needs_header
+def test_headercheck_struct_probe_includes_the_header_it_was_given(tmp_path: Path) -> None:
+    if headercheck.find_compiler() is None:
+        pytest.skip("no C compiler: the struct probe does not run")
+    renamed = tmp_path / "my_cuda_13.h"  # a copy under another name: the probe must include this file
+    shutil.copy(HEADER, renamed)
+    proc = run_module("rawcuda.tools.headercheck", str(renamed))
+    assert_no_traceback(proc)
+    assert proc.returncode == 0 and proc.stdout.splitlines()[-1] == "OK", proc.stdout + proc.stderr
 
 
 # --- broken pipes and Ctrl-C ------------------------------------------------------------------------------------
