@@ -163,3 +163,25 @@ def test_ctrl_c_exits_130_in_one_line(program: str, tmp_path: Path) -> None:
     assert_no_traceback(proc)
     assert proc.returncode == EXIT_INTERRUPTED, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == ["interrupted (Ctrl-C)"]
+
+
+# --- build.py ---------------------------------------------------------------------------------------------------
+def test_build_refuses_an_unknown_arch_once_and_writes_nothing(nvcc: str, tmp_path: Path) -> None:
+    out = tmp_path / "fresh"
+    proc = run_script(ROOT / "build.py", "--arch", "sm_99x", "--out", str(out), NVCC_PATH=nvcc)
+    assert_no_traceback(proc)
+    assert proc.returncode == 1, proc.stdout + proc.stderr
+    assert proc.stderr.count("sm_99x") >= 1 and proc.stderr.count("Unsupported gpu architecture") == 1, proc.stderr
+    assert "compute_80" in proc.stderr, "the message lists the architectures this nvcc knows"
+    assert "FAILED" not in proc.stdout and "compiled" not in proc.stdout, "nothing was built"
+    assert not out.exists(), "a failed build leaves no empty manifest behind"
+
+
+@pytest.mark.parametrize("jobs", ["0", "-3", "many"])
+def test_build_refuses_a_job_count_below_one(jobs: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    proc = run_script(ROOT / "build.py", "-j", jobs, "--out", str(out))
+    assert_no_traceback(proc)
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("usage:") and "-j/--jobs" in proc.stderr and "positive" in proc.stderr
+    assert not out.exists()
