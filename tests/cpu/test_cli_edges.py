@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rawcuda.tools import headercheck
-from tests.helpers import ROOT, python_env
+from tests.helpers import EXIT_NO_GPU, ROOT, python_env
 
 NO_DRIVER = "/nonexistent/libcuda.so.1"  # RAWCUDA_LIBCUDA alone is tried when set: this machine has no GPU
 EXIT_USAGE = 2  # argparse's status for a command line it refuses
@@ -163,6 +163,17 @@ def test_ctrl_c_exits_130_in_one_line(program: str, tmp_path: Path) -> None:
     assert_no_traceback(proc)
     assert proc.returncode == EXIT_INTERRUPTED, proc.stdout + proc.stderr
     assert proc.stderr.strip().splitlines() == ["interrupted (Ctrl-C)"]
+
+
+# --- the benchmarks without a GPU -------------------------------------------------------------------------------
+def test_bench_without_a_gpu_skips_in_one_line(tmp_path: Path) -> None:
+    out = tmp_path / "results"
+    proc = run_script(ROOT / "bench" / "run_all.py", "--out", str(out), RAWCUDA_LIBCUDA=NO_DRIVER)
+    assert_no_traceback(proc)
+    assert proc.returncode == EXIT_NO_GPU, proc.stdout + proc.stderr
+    lines = proc.stdout.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("skipped: no usable GPU here (DriverNotFoundError:"), lines
+    assert not out.exists(), "nothing is written when nothing was measured"
 
 
 # --- build.py ---------------------------------------------------------------------------------------------------
