@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from rawcuda.tools import headercheck
-from tests.helpers import EXIT_NO_GPU, ROOT, python_env
+from tests.helpers import EXIT_NO_GPU, ROOT, python_env, run_tutorial
 
 NO_DRIVER = "/nonexistent/libcuda.so.1"  # RAWCUDA_LIBCUDA alone is tried when set: this machine has no GPU
 EXIT_USAGE = 2  # argparse's status for a command line it refuses
@@ -196,3 +196,12 @@ def test_build_refuses_a_job_count_below_one(jobs: str, tmp_path: Path) -> None:
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
     assert proc.stderr.startswith("usage:") and "-j/--jobs" in proc.stderr and "positive" in proc.stderr
     assert not out.exists()
+
+
+# --- the tutorials ------------------------------------------------------------------------------------------------
+def test_tutorial_refuses_an_unknown_flag() -> None:
+    proc = run_tutorial(ROOT / "tutorials" / "01_raw_vector_add.py", "--stpe")
+    assert_no_traceback(proc)
+    assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
+    assert proc.stderr.startswith("usage:") and "unrecognized arguments: --stpe" in proc.stderr
+    assert "== step 1" not in proc.stdout, "nothing runs on a command line the tutorial does not understand"
