@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from rawcuda import ptx
 from rawcuda.tools import headercheck
 from tests.helpers import EXIT_NO_GPU, ROOT, python_env, run_tutorial
 
@@ -205,3 +206,13 @@ def test_tutorial_refuses_an_unknown_flag() -> None:
     assert proc.returncode == EXIT_USAGE, proc.stdout + proc.stderr
     assert proc.stderr.startswith("usage:") and "unrecognized arguments: --stpe" in proc.stderr
     assert "== step 1" not in proc.stdout, "nothing runs on a command line the tutorial does not understand"
+
+
+# --- API mistakes ---------------------------------------------------------------------------------------------------
+@pytest.mark.parametrize("wrong", [None, Path("kernel.ptx"), 42])
+def test_ptx_parse_names_what_it_takes(wrong: object) -> None:
+    with pytest.raises(TypeError) as caught:
+        ptx.parse(wrong)  # type: ignore[arg-type]
+    message = str(caught.value)
+    assert message.startswith("ptx.parse takes PTX text (str) or bytes"), message
+    assert type(wrong).__name__ in message and "ptx.parse_file" in message
