@@ -10,6 +10,8 @@ count below one; a tutorial given a flag it does not have. Two more are API mist
 
 from __future__ import annotations
 
+import ctypes
+import json
 import os
 import shutil
 import subprocess
@@ -20,8 +22,9 @@ from pathlib import Path
 import pytest
 
 from rawcuda import ptx
+from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.tools import headercheck
-from tests.helpers import EXIT_NO_GPU, ROOT, python_env, run_tutorial
+from tests.helpers import EXIT_NO_GPU, ROOT, python_env, run_python, run_tutorial
 
 NO_DRIVER = "/nonexistent/libcuda.so.1"  # RAWCUDA_LIBCUDA alone is tried when set: this machine has no GPU
 EXIT_USAGE = 2  # argparse's status for a command line it refuses
@@ -216,3 +219,43 @@ def test_ptx_parse_names_what_it_takes(wrong: object) -> None:
     message = str(caught.value)
     assert message.startswith("ptx.parse takes PTX text (str) or bytes"), message
     assert type(wrong).__name__ in message and "ptx.parse_file" in message
+
+
+ENUM_SCRIPT = """
+import ctypes, io, json, rawcuda
+from rawcuda.checked import cu
+cu.cuInit(0)
+out, value = io.StringIO(), ctypes.c_int()
+with rawcuda.trace(file=out):
+    cu.cuDeviceGetAttribute(ctypes.byref(value), 16, 0)  # how Device.attribute passes it: a plain int
+    cu.cuDeviceGetAttribute(ctypes.byref(value), 99999, 0)  # no such attribute: the number alone
+try:
+    cu.cuDeviceGetAttribute(ctypes.byref(value), 16, 7)  # no device 7: the fake driver refuses
+    error = ""
+except rawcuda.CudaError as exc:
+    error = str(exc)
+print(json.dumps({"trace": out.getvalue().splitlines(), "error": error, "value": value.value}))
+"""
+
+
+def test_enum_arguments_are_shown_by_name_in_traces_and_errors(fake_libcuda: Path) -> None:
+    proc = run_python(ENUM_SCRIPT, RAWCUDA_LIBCUDA=str(fake_libcuda))
+    assert proc.returncode == 0, proc.stderr
+    result = json.loads(proc.stdout.strip().splitlines()[-1])
+    shown = f"attrib={DeviceAttribute.MULTIPROCESSOR_COUNT.name}({int(DeviceAttribute.MULTIPROCESSOR_COUNT)})"
+    first, second = result["trace"]
+    assert first.startswith(f"[rawcuda] cuDeviceGetAttribute(pi=&c_int, {shown}, dev=0)"), first
+    assert "attrib=99999, dev=0)" in second, second
+    assert f"cuDeviceGetAttribute(pi=&c_int, {shown}, dev=7)" in result["error"], result["error"]
+
+
+def test_enum_arguments_by_name_without_a_driver() -> None:
+    from rawcuda.checked.describe import format_arguments
+    from rawcuda.ffi.cuda import TABLE
+
+    row = TABLE["cuDeviceGetAttribute"]
+    value = ctypes.c_int()
+    text = format_arguments(row, (ctypes.byref(value), DeviceAttribute.MULTIPROCESSOR_COUNT, 0))
+    assert text == f"pi=&c_int, attrib=MULTIPROCESSOR_COUNT({int(DeviceAttribute.MULTIPROCESSOR_COUNT)}), dev=0"
+    # An int parameter is an int, even when its number is also some enum's value.
+    assert format_arguments(TABLE["cuInit"], (0,)) == "Flags=0"
