@@ -5,9 +5,7 @@ managed memory depends on where its pages are when the kernel runs, so this benc
 vector add ``c = a + b`` (3 arrays of ``--mib`` MiB each, float32) in each situation:
 
 * explicit DeviceBuffers -- the baseline (kernel only), and with the host-to-device copies of a and b
-  that the explicit program must make (a first touch moves that data too). Those copies are from pageable
-  arrays and synchronous: the simplest explicit program, not the fastest -- pinned copies run several
-  times faster (bench/copies.py);
+  that the explicit program must make (the fair comparison for a first touch, which moves that data too);
 * managed, resident -- the pages are already on the GPU (a steady state: the same kernel again);
 * managed, first touch -- the host just wrote a, b and c, so every page faults and migrates;
 * managed, prefetched -- the host wrote them, then ``cuMemPrefetchAsync`` moved them (prefetch timed apart);
@@ -138,7 +136,7 @@ def main() -> None:
         )
         check(dc.to_array(), a_host + b_host, "explicit + copies")
     samples["explicit, HtoD copies of a and b + kernel"] = copies
-    notes["explicit, HtoD copies of a and b + kernel"] = "pageable host arrays, synchronous copies (pinned: see copies)"
+    notes["explicit, HtoD copies of a and b + kernel"] = "pageable host arrays; what a first touch must compete with"
     for buf in (da, db, dc):
         buf.close()
 
