@@ -334,3 +334,22 @@ def test_the_architecture_page_names_every_file() -> None:
     page = (PACKAGE_DIR.parent / "docs" / "architecture.md").read_text()
     files = [p for p in PACKAGE_DIR.rglob("*.py") if p.name != "__init__.py" and p.parent.name != "cuda"]
     assert sorted(str(p.relative_to(PACKAGE_DIR)) for p in files if p.name not in page) == []
+
+
+def test_the_lazy_name_map_of_checked_agrees_with_each_files_all() -> None:
+    # rawcuda/checked/__init__.py cannot import binding.py to read its __all__ (that would build both tables at
+    # `import rawcuda`), so it writes the names out again: this holds the two lists together.
+    import importlib
+
+    from rawcuda import checked
+
+    lazy = checked._PUBLIC
+    for module_name in sorted(set(lazy.values())):
+        module = importlib.import_module(f"rawcuda.checked.{module_name}")
+        named_here = sorted(name for name, where in lazy.items() if where == module_name)
+        exported = sorted(getattr(module, "__all__", named_here))
+        assert set(named_here) <= set(exported), (module_name, named_here, exported)  # nothing private mapped
+        if module_name == "binding":  # the list written out twice: both copies must be the same
+            assert named_here == exported, (named_here, exported)
+        missing = [name for name in named_here if not hasattr(module, name)]
+        assert missing == [], (module_name, missing)
