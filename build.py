@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from rawcuda.kernels import load_manifest
+from rawcuda.tools import cli
 from rawcuda.tools.kernelbuild import KERNEL_DIR, SOURCE_DIR, build, plan
 from rawcuda.tools.nvcc import (
     CUDA_HOME_ENV,
@@ -64,6 +65,17 @@ def format_listing(manifest: Mapping[str, Any]) -> str:
 # Command line (python build.py ...)
 
 
+def positive_int(text: str) -> int:
+    """argparse's ``type`` for ``-j``: 0 or -3 parallel compilers is a typo, not a request for a default."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"must be a positive integer, not {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be a positive integer (1 or more), not {value}")
+    return value
+
+
 def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(
         prog="build.py",
@@ -89,7 +101,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
     )
     parser.add_argument("--out", type=Path, default=KERNEL_DIR, help=f"PTX output directory (default {KERNEL_DIR})")
     parser.add_argument("--src", type=Path, default=SOURCE_DIR, help=f"kernel sources (default {SOURCE_DIR})")
-    parser.add_argument("-j", "--jobs", type=int, default=None, help="parallel nvcc processes (default: CPUs)")
+    parser.add_argument(
+        "-j", "--jobs", type=positive_int, default=None, help="parallel nvcc processes, 1 or more (default: CPUs)"
+    )
     parser.add_argument("-q", "--quiet", action="store_true", help="print only errors")
     return parser.parse_args(argv)
 
@@ -123,4 +137,4 @@ def _check(src_dir: Path, out_dir: Path, options: BuildOptions) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)  # Ctrl-C and a closed pipe end it in one line (rawcuda/tools/cli.py)

@@ -5,6 +5,9 @@ builds and runs the C reference program (bench/c/driver_bench.c, when nvcc is th
 ``bench/results/<date>-<gpu>.json`` and ``.md`` -- versions of everything involved, every figure, and each
 target stated as met or not with its numbers -- plus a PNG plot when matplotlib is installed (an optional
 extra: ``pip install rawcuda[plot]``; the table is written without it).
+
+Without a usable driver and GPU it measures nothing, writes nothing, says why in one ``skipped:`` line and
+exits with 77 -- the status the demo and the tutorials use for the same reason.
 """
 
 from __future__ import annotations
@@ -25,6 +28,8 @@ ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
 STEPS = ("launch_overhead", "kernels", "copies", "graphs", "unified_memory", "imports")
 STEP_TIMEOUT_S = 300
+EXIT_OK = 0
+EXIT_NO_GPU = 77  # the demo's and the tutorials' status for "no usable GPU here", said in one line
 PEERS = ("numpy", "cuda-bindings", "cuda-core", "cupy-cuda13x", "torch", "matplotlib")
 
 
@@ -236,15 +241,20 @@ def plot(data: dict[str, Any], path: Path) -> str:
     return f"plot: {path.name}"
 
 
-def main() -> None:
+def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out", type=Path, default=BENCH / "results")
     args = parser.parse_args()
-    args.out.mkdir(parents=True, exist_ok=True)
     sys.path.insert(0, str(ROOT))
     import rawcuda
 
-    gpu = rawcuda.Device(0).name
+    try:
+        gpu = rawcuda.Device(0).name
+    except (rawcuda.DriverNotFoundError, rawcuda.StubLibraryError, rawcuda.NoDeviceError) as exc:
+        # Asked before --out is made: a machine that measured nothing writes nothing.
+        print(f"skipped: no usable GPU here ({type(exc).__name__}: {str(exc).splitlines()[0]})")
+        return EXIT_NO_GPU
+    args.out.mkdir(parents=True, exist_ok=True)
     data: dict[str, Any] = {
         "meta": {
             "date": time.strftime("%Y-%m-%d"),
@@ -271,7 +281,11 @@ def main() -> None:
     (args.out / f"{stem}.md").write_text(markdown(data))
     print(plot(data, args.out / f"{stem}.png"))
     print(markdown(data))
+    return EXIT_OK
 
 
 if __name__ == "__main__":
-    main()
+    sys.path.insert(0, str(ROOT))
+    from rawcuda.tools import cli
+
+    cli.run(main)  # Ctrl-C during a five-minute run: one line and status 130, not a traceback

@@ -305,8 +305,15 @@ def _parse_param(decl: str, kernel: str, line: int, index: int) -> Param:
 def parse(text: str | bytes) -> PtxInfo:
     """Parse PTX text (or bytes, e.g. a module image with its trailing NUL) into a :class:`PtxInfo`.
 
-    Raises :class:`PtxParseError` naming what is missing or malformed.
+    Raises :class:`PtxParseError` naming what is missing or malformed, and TypeError for something that
+    is not text at all (None, a path: ``parse_file`` reads a file).
     """
+    if not isinstance(text, str | bytes | bytearray | memoryview):
+        # Without this, None fails deep inside as "'NoneType' object is not subscriptable".
+        raise TypeError(
+            f"ptx.parse takes PTX text (str) or bytes (bytes, bytearray, memoryview), not "
+            f"{type(text).__name__}; for a .ptx file use ptx.parse_file(path)"
+        )
     source = strip_comments(as_text(text))
     if not source.strip():
         raise PtxParseError(

@@ -4,6 +4,7 @@ Exit statuses (documented in tutorials/README.md):
 
 * 0  -- every step ran and the tutorial verified its own result;
 * 1  -- a check failed (wrong answer) or an unexpected error happened;
+* 2  -- a flag the tutorial does not have: argparse prints the usage, and nothing runs;
 * 77 -- skipped: no usable NVIDIA driver or GPU on this machine (77 is the "skipped" status of automake
   test harnesses). One line says why; no traceback.
 """
@@ -40,7 +41,9 @@ class Tutorial:
     def __init__(self, title: str, argv: list[str] | None = None) -> None:
         parser = argparse.ArgumentParser(description=title)
         parser.add_argument("--step", action="store_true", help="pause before each step (press Enter)")
-        self.args, _ = parser.parse_known_args(argv)
+        # parse_args, not parse_known_args: a mistyped --stpe must stop with the usage (status 2), not run
+        # the whole tutorial without the pauses that were asked for.
+        self.args = parser.parse_args(argv)
         self.title = title
         self.number = 0
         self.started = time.perf_counter()

@@ -5,6 +5,11 @@ class for that code (:func:`~rawcuda.checked.errors.error_class`), the call's na
 arguments in readable form (:func:`format_arguments`), the driver's own description of the code and, for
 an allocation that ran out of memory, how much was asked for and how much is left.
 
+"Readable" is decided by each parameter's C type, from the row's prototype: an address in hex, a count in
+decimal, and a value of a C enum rawcuda mirrors by its name and number -- ``attrib=MULTIPROCESSOR_COUNT(16)``
+where the driver sees ``16``, which nobody can read. The trace (:mod:`~rawcuda.checked.tracing`) shows
+arguments the same way.
+
 Everything here runs *while handling a failure*, so it must never fail itself: the driver functions it asks
 (``cuGetErrorString``, ``cuMemGetInfo``) are taken with :func:`quiet`, which returns None instead of
 raising, and are called without the error check -- a failure while describing a failure cannot recurse.
@@ -14,11 +19,15 @@ from __future__ import annotations
 
 import contextlib
 import ctypes
+import enum
+import functools
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from ..ffi import attributes, constants, results
+from ..ffi.constants import C_ENUMS
 from ..ffi.cuda import TABLE
-from ..ffi.decl import Decl
+from ..ffi.decl import Decl, param_name
 from ..ffi.library import LIBCUDA
 from ..ffi.results import Result
 from . import process
@@ -38,6 +47,10 @@ _SHOW_LIBRARY = frozenset(
         Result.ERROR_COMPAT_NOT_SUPPORTED_ON_DEVICE,
     }
 )
+
+#: Every module whose enums register themselves in C_ENUMS as they are defined (imported above, so that the
+#: registry is complete before :func:`c_enum_of` reads it).
+ENUM_MODULES = (constants, attributes, results)
 
 _ARG_TEXT_LIMIT = 24  # bytes of a string argument shown in a message
 _KIB = 1024
@@ -139,19 +152,49 @@ def is_address(c_param: str) -> bool:
     return "*" in c_param or "CUdeviceptr" in c_param
 
 
+@functools.cache
+def c_enum_of(c_param: str) -> type[enum.Enum] | None:
+    """The Python enum that mirrors a parameter's C enum type: ``'CUdevice_attribute attrib'`` ->
+    ``DeviceAttribute``. None for anything else: a pointer, an ``unsigned int``, a C enum rawcuda does not
+    mirror. The table rows carry their C prototypes, so the parameter's own type decides, not its value."""
+    c_type = c_param[: c_param.rfind(param_name(c_param))].strip()
+    for cls, (mirrored, _prefix) in C_ENUMS.items():
+        if mirrored == c_type:
+            return cls
+    return None
+
+
+def format_enum(value: Any, cls: type[enum.Enum]) -> str | None:
+    """``MULTIPROCESSOR_COUNT(16)`` for the number 16 and ``DeviceAttribute``; None for a number the enum
+    does not name (then the number alone is shown: it may be newer than rawcuda's table)."""
+    number = _int_value(value)
+    if number is None:
+        return None
+    try:
+        member = cls(number)
+    except ValueError:
+        return None
+    return None if member.name is None else f"{member.name}({number})"
+
+
 def format_arguments(decl: Decl, args: Sequence[Any]) -> str:
-    """``dptr=&c_ulong, bytesize=1099511627776``: enough to recognise the call, never huge."""
+    """``dptr=&c_ulong, bytesize=1099511627776, attrib=MULTIPROCESSOR_COUNT(16)``: enough to recognise the
+    call, never huge."""
     parts = []
     for name, c_param, value in zip(decl.param_names, decl.params, args, strict=False):
-        # Addresses read best in hex; counts and flags in decimal. The C type says which is which.
-        parts.append(f"{name}={format_value(value, is_address(c_param))}")
+        # Addresses read best in hex; counts and flags in decimal; an enum by its name. The C type says which.
+        parts.append(f"{name}={format_value(value, is_address(c_param), c_enum_of(c_param))}")
     return ", ".join(parts)
 
 
-def format_value(value: Any, address: bool) -> str:
-    """One argument as text: ``NULL``, ``0x7f..``, ``&c_int`` (a byref), ``<c_void_p[3]>`` (an array) ..."""
+def format_value(value: Any, address: bool, enum_class: type[enum.Enum] | None = None) -> str:
+    """One argument as text: ``NULL``, ``0x7f..``, ``&c_int`` (a byref), ``<c_void_p[3]>`` (an array),
+    ``MULTIPROCESSOR_COUNT(16)`` (a number of the C enum ``enum_class`` mirrors) ..."""
     if value is None:
         return "NULL"
+    named = None if enum_class is None else format_enum(value, enum_class)
+    if named is not None:
+        return named
     if isinstance(value, bytes):
         shown = value[:_ARG_TEXT_LIMIT]
         return repr(shown) + ("..." if len(value) > _ARG_TEXT_LIMIT else "")
@@ -168,10 +211,13 @@ def format_value(value: Any, address: bool) -> str:
 
 
 __all__ = [
+    "ENUM_MODULES",
+    "c_enum_of",
     "device_memory_free",
     "driver_description",
     "error_observers",
     "format_arguments",
+    "format_enum",
     "format_value",
     "host_memory_available",
     "is_address",

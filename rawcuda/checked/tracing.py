@@ -28,7 +28,7 @@ from typing import Any, Protocol, TextIO
 
 from ..ffi.decl import Decl
 from ..ffi.results import c_name
-from .describe import format_value, is_address
+from .describe import c_enum_of, format_value, is_address
 from .errors import CudaError
 from .process import env_flag
 
@@ -161,7 +161,7 @@ def _format_arg(value: Any, c_param: str) -> str:
         return short_handle(value.value)
     if isinstance(value, int) and address:
         return short_handle(value)
-    return format_value(value, address)
+    return format_value(value, address, c_enum_of(c_param))  # an enum by name: attrib=MULTIPROCESSOR_COUNT(16)
 
 
 def _is_handle(c_param: str) -> bool:

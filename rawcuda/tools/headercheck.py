@@ -12,7 +12,7 @@ and for every named constant: each enum member and ``#define`` has cuda.h's valu
 holds every code the header declares. With a C compiler, :func:`struct_layout_problems` also compares
 each ctypes ``Structure``'s size and field offsets with what the compiler lays out.
 
-Run it: ``python -m rawcuda.tools.headercheck [path/to/cuda.h]``.
+Run it: ``python -m rawcuda.tools.headercheck [path/to/cuda.h]`` (``--help`` says what it takes).
 
 NVRTC's table (:mod:`rawcuda.ffi.nvrtc`) gets the same proof against nvrtc.h, plus a check of each
 function's *return* type (``nvrtcGetErrorString`` returns ``const char *``, not a result code, so its
@@ -21,12 +21,12 @@ ctypes ``restype`` must be a pointer): ``python -m rawcuda.tools.headercheck --n
 
 from __future__ import annotations
 
+import argparse
 import ctypes
 import os
 import re
 import shutil
 import subprocess
-import sys
 import tempfile
 from collections.abc import Iterable
 from typing import Any
@@ -36,7 +36,7 @@ from ..ffi.constants import C_DEFINES, C_ENUMS, NOT_IN_HEADER
 from ..ffi.cuda import TABLE, Decl
 from ..ffi.results import NEWER_RESULTS, RESULT_PREFIX, NvrtcResult, Result
 from ..ffi.types import STRUCTS
-from . import cheader
+from . import cheader, cli
 from .cheader import CType, Header
 
 #: The modules whose enums are checked: each registers its classes in constants.C_ENUMS as it defines them.
@@ -210,7 +210,9 @@ def struct_layout_problems(
     if compiler is None:
         raise FileNotFoundError("no C compiler (cc/gcc/clang, or $CC) to lay out the structs")
     expected: dict[str, int] = {}
-    lines = ["#include <stdio.h>", "#include <stddef.h>", '#include "cuda.h"', "int main(void) {"]
+    # The header by its own name, found through -I its folder: a copy named other than cuda.h is probed too.
+    include, name = os.path.split(os.path.abspath(header_path))
+    lines = ["#include <stdio.h>", "#include <stddef.h>", f'#include "{name}"', "int main(void) {"]
     for cls in structs:
         c_name = cls._c_name_
         expected[f"sizeof {c_name}"] = ctypes.sizeof(cls)
@@ -225,7 +227,6 @@ def struct_layout_problems(
         src, exe = os.path.join(tmp, "probe.c"), os.path.join(tmp, "probe")
         with open(src, "w") as f:
             f.write("\n".join(lines) + "\n")
-        include = os.path.dirname(os.path.abspath(header_path))
         build = subprocess.run([compiler, "-std=c11", "-I", include, src, "-o", exe], capture_output=True, text=True)
         if build.returncode != 0:
             return [f"struct probe failed to compile:\n{build.stderr}"]
@@ -288,11 +289,43 @@ def main_nvrtc(path: str) -> int:
     return 1 if problems else 0
 
 
+def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
+    """The command line; a path that is not a readable file is refused here, with the usage."""
+    parser = argparse.ArgumentParser(
+        prog="python -m rawcuda.tools.headercheck",
+        description="Prove rawcuda's hand-written driver table against cuda.h (with --nvrtc: NVRTC's "
+        "table against nvrtc.h): prototypes, symbols, argument types, enum values and struct layouts.",
+    )
+    parser.add_argument("header", nargs="?", help=f"the cuda.h to check against (default {cheader.DEFAULT_HEADER})")
+    parser.add_argument(
+        "--nvrtc",
+        nargs="?",
+        const=nvrtc.DEFAULT_HEADER,
+        metavar="NVRTC_H",
+        help=f"check NVRTC's table instead, against this nvrtc.h (default {nvrtc.DEFAULT_HEADER})",
+    )
+    args = parser.parse_args(argv)
+    if args.header is not None and args.nvrtc is not None:
+        parser.error("give either a cuda.h or --nvrtc [nvrtc.h], not both")
+    path = args.nvrtc if args.nvrtc is not None else args.header or cheader.DEFAULT_HEADER
+    # Refused here, not where cheader opens it: open()'s FileNotFoundError would reach the user as a traceback.
+    if os.path.isdir(path):
+        parser.error(f"{path}: is a directory; give the header file in it (cuda.h, nvrtc.h)")
+    if not os.path.isfile(path):
+        parser.error(
+            f"{path}: no such file (a CUDA toolkit has its headers in include/, e.g. {cheader.DEFAULT_HEADER})"
+        )
+    if not os.access(path, os.R_OK):
+        parser.error(f"{path}: not readable")
+    args.path = path
+    return args
+
+
 def main(argv: list[str] | None = None) -> int:
-    argv = sys.argv[1:] if argv is None else argv
-    if argv and argv[0] == "--nvrtc":
-        return main_nvrtc(argv[1] if len(argv) > 1 else nvrtc.DEFAULT_HEADER)
-    path = argv[0] if argv else cheader.DEFAULT_HEADER
+    args = parse_args(argv)
+    if args.nvrtc is not None:
+        return main_nvrtc(args.path)
+    path = args.path
     header = cheader.parse(path)
     problems = check_table(header) + check_constants(header)
     members = sum(len(cls.__members__) for cls in C_ENUMS)
@@ -310,7 +343,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    cli.run(main)
 
 __all__ = [
     "check_constants",

@@ -48,7 +48,16 @@ from typing import Any
 
 from .. import ptx
 from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
-from .nvcc import BuildOptions, Compiler, KernelBuildError, compile_kernel, indent, probe, temporary_beside
+from .nvcc import (
+    BuildOptions,
+    Compiler,
+    KernelBuildError,
+    check_options,
+    compile_kernel,
+    indent,
+    probe,
+    temporary_beside,
+)
 
 SOURCE_SUFFIX = ".cu"
 MANIFEST_FORMAT = 1
@@ -262,8 +271,10 @@ def build(
 ) -> BuildResult:
     """Compile every stale ``src_dir/*.cu`` to ``out_dir/<stem>.ptx`` and update the manifest.
 
-    Kernels that fail to compile keep their previous PTX and manifest record; after every other kernel
-    is built and recorded, one :class:`KernelBuildError` reports all the failures.
+    Options nvcc refuses (an unknown ``arch``) are found first, by one small compile
+    (:func:`~rawcuda.tools.nvcc.check_options`), and fail before anything is written. Kernels that fail
+    to compile keep their previous PTX and manifest record; after every other kernel is built and
+    recorded, one :class:`KernelBuildError` reports all the failures.
     """
     src_dir = Path(src_dir or SOURCE_DIR)
     out_dir = Path(out_dir or KERNEL_DIR)
@@ -272,6 +283,8 @@ def build(
     compiler = probe(nvcc)
     manifest = read_manifest(out_dir)
     plans = plan(src_dir, out_dir, options, compiler, force=force, manifest=manifest)
+    if any(p.stale for p in plans):
+        check_options(compiler, options)  # before out_dir exists: options nvcc refuses leave nothing behind
     out_dir.mkdir(parents=True, exist_ok=True)
 
     result = BuildResult()

@@ -23,6 +23,7 @@ import re
 import shlex
 import shutil
 import subprocess
+import tempfile
 import uuid
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -168,6 +169,50 @@ def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOp
         tmp.unlink(missing_ok=True)
 
 
+#: What :func:`check_options` compiles: the smallest source for which nvcc writes PTX.
+_PROBE_SOURCE = 'extern "C" __global__ void rawcuda_probe() {}\n'
+
+
+def check_options(compiler: Compiler, options: BuildOptions) -> None:
+    """Compile a one-line kernel with ``options`` in a temporary folder; KernelBuildError if nvcc refuses.
+
+    Why first: an option nvcc does not know (``--arch sm_99x``) fails every kernel the same way, and seven
+    copies of ``Unsupported gpu architecture`` bury the one fact that matters. Asked once, up front, the
+    answer is one message -- with the architectures this nvcc knows -- and nothing is written anywhere.
+    """
+    with tempfile.TemporaryDirectory(prefix="rawcuda-nvcc-") as tmp:
+        source, out = Path(tmp) / "probe.cu", Path(tmp) / "probe.ptx"
+        source.write_text(_PROBE_SOURCE)
+        command = [compiler.path, *options.flags(), "-o", str(out), str(source)]
+        try:
+            done = subprocess.run(command, capture_output=True, text=True, check=False)
+        except OSError as exc:
+            raise KernelBuildError(f"could not run {shlex.join(command)}: {exc}", command=command) from exc
+    if done.returncode == 0:
+        return
+    output = (done.stdout + done.stderr).strip()
+    lines = [
+        f"nvcc ({compiler.release}) refuses these options, so no kernel was compiled: {' '.join(options.flags())}",
+        f"nvcc output:\n{indent(output or '(nothing)')}",
+    ]
+    known = known_architectures(compiler)
+    if known:
+        lines.append(
+            f"virtual architectures this nvcc knows (nvcc --list-gpu-arch; each one's sm_XY works too): "
+            f"{' '.join(known)}"
+        )
+    raise KernelBuildError("\n".join(lines), command=command, output=output)
+
+
+def known_architectures(compiler: Compiler) -> list[str]:
+    """The virtual architectures ``nvcc --list-gpu-arch`` names (empty when it cannot say)."""
+    try:
+        done = subprocess.run([compiler.path, "--list-gpu-arch"], capture_output=True, text=True, check=False)
+    except OSError:
+        return []
+    return done.stdout.split() if done.returncode == 0 else []
+
+
 def indent(text: str, prefix: str = "    ") -> str:
     """Every line of ``text`` indented (nvcc's output inside an error message)."""
     return "\n".join(prefix + line for line in text.splitlines())
@@ -184,9 +229,11 @@ __all__ = [
     "BuildOptions",
     "Compiler",
     "KernelBuildError",
+    "check_options",
     "compile_kernel",
     "find_nvcc",
     "indent",
+    "known_architectures",
     "nvcc_candidates",
     "probe",
     "temporary_beside",

@@ -17,7 +17,11 @@ enum {
     INVALID_VALUE = 1,
     OUT_OF_MEMORY = 2,
     STUB_LIBRARY = 34,
+    INVALID_DEVICE = 101,
 };
+
+enum { MULTIPROCESSOR_COUNT = 16 };  /* CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT */
+static const int FAKE_SM_COUNT = 132;
 
 static const unsigned long long FREE_BYTES = 1ull << 30;   /* what cuMemGetInfo reports as free */
 static const unsigned long long TOTAL_BYTES = 2ull << 30;
@@ -70,6 +74,15 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 
 CUresult cuMemFree_v2(CUdeviceptr dptr) {
     return dptr == FAKE_ADDRESS ? SUCCESS : INVALID_VALUE;
+}
+
+/* One device, 0, with 132 SMs and every other attribute 0: another ordinal gives a refused call whose
+ * error message shows an enum argument (tests/cpu/test_cli_edges.py). */
+CUresult cuDeviceGetAttribute(int *pi, int attrib, int dev) {
+    if (stub_mode()) return STUB_LIBRARY;
+    if (dev != 0) return INVALID_DEVICE;
+    *pi = attrib == MULTIPROCESSOR_COUNT ? FAKE_SM_COUNT : 0;
+    return SUCCESS;
 }
 
 /* Answers whatever FAKECUDA_SYNC_RESULT says: lets a test provoke any code, known or not. */
