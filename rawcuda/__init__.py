@@ -16,10 +16,8 @@ Each layer imports only the layers below it.
 package imports on machines without a GPU. Heavier submodules are imported on first attribute access.
 """
 
-from __future__ import annotations
-
-import importlib
-from typing import Any
+import importlib as _importlib
+import typing as _typing
 
 from .checked.errors import (
     ClosedError,
@@ -99,20 +97,18 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str) -> _typing.Any:
     module_name = _LAZY.get(name)
     if module_name is None:
         raise AttributeError(f"module 'rawcuda' has no attribute {name!r}")
-    module = importlib.import_module(module_name)
+    module = _importlib.import_module(module_name)
     value = module if module_name.endswith("." + name) else getattr(module, name)
     globals()[name] = value
     return value
 
 
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(_LAZY))
-
-
+# What `from rawcuda import *`, dir() and help() show: the eager names (the exceptions, Result) and the lazy
+# ones. Why list the lazy ones too? help() documents what __all__ names, and `import *` imports exactly that.
 __all__ = [
     "ClosedError",
     "ContextError",
@@ -140,3 +136,9 @@ __all__ = [
     "StubLibraryError",
     "__version__",
 ]
+__all__ += sorted(_LAZY)
+
+
+def __dir__() -> list[str]:
+    # Only the public names: not the helpers this file imports for itself (importlib, typing).
+    return list(__all__)
