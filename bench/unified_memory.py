@@ -5,7 +5,9 @@ managed memory depends on where its pages are when the kernel runs, so this benc
 vector add ``c = a + b`` (3 arrays of ``--mib`` MiB each, float32) in each situation:
 
 * explicit DeviceBuffers -- the baseline (kernel only), and with the host-to-device copies of a and b
-  that the explicit program must make (the fair comparison for a first touch, which moves that data too);
+  that the explicit program must make (a first touch moves that data too). Those copies are from pageable
+  arrays and synchronous: the simplest explicit program, not the fastest -- pinned copies run several
+  times faster (bench/copies.py);
 * managed, resident -- the pages are already on the GPU (a steady state: the same kernel again);
 * managed, first touch -- the host just wrote a, b and c, so every page faults and migrates;
 * managed, prefetched -- the host wrote them, then ``cuMemPrefetchAsync`` moved them (prefetch timed apart);
@@ -136,7 +138,7 @@ def main() -> None:
         )
         check(dc.to_array(), a_host + b_host, "explicit + copies")
     samples["explicit, HtoD copies of a and b + kernel"] = copies
-    notes["explicit, HtoD copies of a and b + kernel"] = "pageable host arrays; what a first touch must compete with"
+    notes["explicit, HtoD copies of a and b + kernel"] = "pageable host arrays, synchronous copies (pinned: see copies)"
     for buf in (da, db, dc):
         buf.close()
 

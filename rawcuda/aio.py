@@ -7,7 +7,9 @@ a ticker that should tick every 10 ms is silent for as long as the kernel runs (
 it). The seed says the same of Tokio: ``Stream::synchronize`` blocks the reactor thread; its fix is to
 move the wait to a dedicated thread pool. ``await asyncio.to_thread(stream.synchronize)`` does that in
 Python -- correct, but each pending wait then occupies a pool thread (the default pool has at most 32),
-so a hundred concurrent waits queue behind each other.
+so a hundred concurrent waits queue behind each other. (cust needs no pool either: its
+``Stream::add_callback`` wraps ``cuStreamAddCallback``, whose callback can wake a future -- the design
+below, in Rust. cuda.h marks cuStreamAddCallback for eventual deprecation in favour of cuLaunchHostFunc.)
 
 **What rawcuda does instead: let the GPU tell the loop.** ``await stream``:
 

@@ -5,8 +5,9 @@ bench/launch_overhead.py measures rawcuda's). A pipeline of many small kernels -
 step of 10 matmuls and 5 element-wise kernels -- can spend longer *launching* than computing, and the GPU
 idles between kernels while the host queues the next one. A graph hands the driver the whole sequence
 at once: it validates and lays out every launch at ``instantiate()``, and each ``launch()`` afterwards
-submits all of it in one call. cust has no wrapper for this (the seed falls back to hand-written FFI);
-here it is a few context managers over the table rows in ``rawcuda/ffi/cuda/graph.py``.
+submits all of it in one call. cust has no public wrapper for this (its ``graph`` module is private and
+unfinished; the seed falls back to hand-written FFI); here it is a few context managers over the table
+rows in ``rawcuda/ffi/cuda/graph.py``.
 
 Two ways to build a graph::
 

@@ -2,9 +2,12 @@
 
 ``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and
 trusts it blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads
-garbage. cust's ``#[cust::kernel]`` checks this at compile time. rawcuda checks it at launch time, against
-the kernel's real signature -- from its PTX ``.entry`` (types and sizes), or for a cubin from
-``cuFuncGetParamInfo`` (sizes only) -- and raises ``TypeError``/``ValueError`` *before* the driver is called.
+garbage. cust does not check it either: its ``launch!`` (inside ``unsafe``) only requires each argument to
+be ``DeviceCopy``, so a wrong count or width compiles and is undefined behaviour. (The seed's
+``#[cust::kernel]`` does not exist; ``#[kernel]`` is ``cuda_std``'s, for kernels written *in Rust*.) rawcuda
+checks at launch time, against the kernel's real signature -- from its PTX ``.entry`` (types and sizes), or
+for a cubin from ``cuFuncGetParamInfo`` (sizes only) -- and raises ``TypeError``/``ValueError`` *before* the
+driver is called: a stronger check than cust's, not a stand-in for a compile-time one.
 
 The rules, per parameter:
 

@@ -10,11 +10,12 @@ A correction to the seed article: unified memory is not switched on by a context
 only chooses how the host thread waits); it is this separate allocation call.
 
 The seed also says unified memory costs memory-bound kernels 30-50%. One percentage cannot describe it,
-because the cost depends on where the pages are when the kernel runs: on the first touch after the host
-wrote them, each page faults and migrates over the host link, so the kernel is limited by that link and
-the fault handling, not by the GPU's memory; once they are on the GPU -- after a first run, or after
-``prefetch()`` -- the kernel reads local memory like any DeviceBuffer. ``bench/unified_memory.py``
-measures each case against explicit buffers; tutorial 11 walks through them.
+because the cost depends on where the pages are when the kernel runs. Measured on an H200 (3 x 256 MiB,
+``bench/results/2026-11-30-NVIDIA_H200.md`` §5): on the first touch after the host wrote them, each page
+faults and migrates, and the kernel moved about 9 GB/s -- far below the 53-55 GB/s pinned copies move
+over the same link; with the pages resident after a first run, the kernel ran at a DeviceBuffer's speed
+(1.00x); right after ``prefetch()`` it took 1.41x (0.92x with placement advice as well).
+``bench/unified_memory.py`` measures each case against explicit buffers; tutorial 11 walks through them.
 
 **Host access while kernels run.** On devices with ``CONCURRENT_MANAGED_ACCESS`` (Pascal and later on
 Linux, e.g. every H100/H200) the host may touch managed memory at any time (reading what a running kernel

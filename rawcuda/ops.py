@@ -42,7 +42,7 @@ from .kernelargs import ArgumentError
 from .module import Module
 from .stream import Stream
 
-BLOCK = 256  # 1-D kernels: a multiple of the warp size with enough warps per SM to hide latency
+BLOCK = 256  # 1-D kernels: a multiple of the warp size (the seed's choice; no block-size sweep measured yet)
 WAVES = 32  # grid-stride kernels: at most this many blocks per SM (more adds nothing but scheduling)
 WARP = 32
 REDUCE_BLOCKS_PER_SM = 4  # one full wave of 256-thread reduction blocks (see kernels/reduce.cu)
@@ -178,7 +178,7 @@ def matmul(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | N
 
 
 def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream: Stream | None = None) -> None:
-    """out = x.T for a 2-D float32 buffer; ``padded=False`` runs the bank-conflicted naive kernel."""
+    """out = x.T for a 2-D float32 buffer; ``padded=False`` runs the naive kernel (no tile, uncoalesced writes)."""
     _f32(out, x)
     if x.ndim != 2 or out.shape != x.shape[::-1]:
         raise ValueError(f"transpose needs x[R,C] and out[C,R]; got {x.shape} and {out.shape}")

@@ -17,9 +17,12 @@ the machine code of whatever GPU it runs on. It is plain text, and the part rawc
 
 Why does a Python package parse it? ``cuLaunchKernel`` takes an array of *pointers to* argument values
 and trusts it completely: pass a 4-byte int where the kernel reads 8 bytes, or one argument too few,
-and the kernel silently reads garbage. The seed article's ``#[cust::kernel]`` catches that at compile
-time. rawcuda catches it at launch time, before the driver is called, by checking the arguments
-against the signature read from here. The same signatures go into the kernel build manifest.
+and the kernel silently reads garbage. The seed article credits ``#[cust::kernel]`` with catching that at
+compile time, but no such macro exists: cust's ``launch!`` only requires each argument to be ``DeviceCopy``
+(a wrong count or width compiles, and is undefined behaviour), and ``#[kernel]`` is ``cuda_std``'s, for
+kernels written in Rust. rawcuda catches it at launch time, before the driver is called, by checking the
+arguments against the signature read from here -- more than cust checks. The same signatures go into the
+kernel build manifest.
 
 What this parser understands (and what it deliberately ignores):
 

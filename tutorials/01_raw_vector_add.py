@@ -22,7 +22,7 @@ from rawcuda.ffi.attributes import DeviceAttribute, FunctionAttribute
 from rawcuda.ffi.constants import CtxFlag, JitOption, StreamFlag
 
 N = 1_000_000  # the seed's n
-BLOCK = 256  # threads per block: a multiple of the warp size (32), enough warps to hide memory latency
+BLOCK = 256  # threads per block, the seed's choice: a multiple of the warp size (32); other sizes not measured
 NAN_BITS = 0x7FC00000  # a float32 quiet NaN, as a 32-bit pattern for cuMemsetD32
 LOG_BYTES = 8192  # capacity of each JIT log buffer
 FLOAT_BYTES = 4
@@ -55,11 +55,16 @@ def main(t: Tutorial) -> None:
         f"{major.value}.{minor.value}, {sms.value} SMs"
     )
 
-    t.step("create a context and make it current (cust: Context::create_and_push(MAP_HOST | SCHED_AUTO))")
+    t.step("create a context and make it current (the seed: Context::create_and_push(MAP_HOST | SCHED_AUTO))")
     # CUDA 13's cuCtxCreate is cuCtxCreate_v4: a params struct (NULL = no extras) comes before the flags.
     ctx = c_void_p()
     cu.cuCtxCreate(byref(ctx), None, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO, dev)
-    t.say(f"cuCtxCreate_v4 -> context {ctx.value:#x}, now current on this thread")
+    t.say(
+        f"cuCtxCreate_v4 -> context {ctx.value:#x}, now current on this thread\n"
+        "create_and_push is cust's legacy API (cust::context::legacy; its drop is cuCtxDestroy). cust's\n"
+        "current Context::new(device) retains the primary context instead: cuDevicePrimaryCtxRetain, and\n"
+        "its drop is cuDevicePrimaryCtxRelease."
+    )
 
     t.step("a non-blocking stream (cust: Stream::new(StreamFlags::NON_BLOCKING, None))")
     stream = c_void_p()
@@ -67,7 +72,8 @@ def main(t: Tutorial) -> None:
     t.say(
         "NON_BLOCKING: this stream does not wait for the legacy default stream -- so every copy below is\n"
         "issued on *this* stream with the Async calls; a plain cuMemcpyHtoD would run on the legacy\n"
-        "stream and could race the kernel."
+        "stream and could race the kernel. (cust clears NON_BLOCKING for that reason, Rust-CUDA issue 15:\n"
+        "the seed's Stream::new(StreamFlags::NON_BLOCKING, None) makes an ordinary blocking stream.)"
     )
 
     t.step(f"host data: {N:,} random float32 in a and b (random, so a wrong kernel cannot pass by luck)")

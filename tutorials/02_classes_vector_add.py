@@ -1,7 +1,8 @@
 """Tutorial 02 -- the same vector add with rawcuda's classes, beside the seed's cust code and the raw calls.
 
-Each step shows three columns of the same idea: what the seed article wrote with cust (Rust), what rawcuda
-writes, and which driver calls of tutorial 01 that line replaces. What the classes add on top of saving
+Each step shows three columns of the same idea: what the seed article wrote with cust (Rust; where the
+seed's line is wrong or legacy, the line current cust needs, and why), what rawcuda writes, and which
+driver calls of tutorial 01 that line replaces. What the classes add on top of saving
 lines: shapes and dtypes checked before any copy, kernel arguments checked against the kernel's PTX
 signature before the launch, and objects that free themselves in the right order.
 
@@ -30,7 +31,8 @@ def main(t: Tutorial) -> None:
     t.step("initialise and pick a device")
     show(
         t,
-        "cust::quick_init()?; let device = Device::get_device(0)?;",
+        "let _ctx = cust::quick_init()?; let device = Device::get_device(0)?;\n"
+        "          (quick_init is #[must_use]: it returns the Context; the seed's `quick_init()?;` drops it at once)",
         "dev = Device(0)",
         "dlopen + cuInit(0) + cuDeviceGet",
     )
@@ -40,18 +42,22 @@ def main(t: Tutorial) -> None:
     t.step("a context, current on this thread")
     show(
         t,
-        "Context::create_and_push(ContextFlags::MAP_HOST | ContextFlags::SCHED_AUTO, device)?",
+        "legacy::Context::create_and_push(ContextFlags::MAP_HOST | ContextFlags::SCHED_AUTO, device)?",
         "ctx = Context.create(dev, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO)",
         "cuCtxCreate_v4(&ctx, NULL, flags, dev)   (+ cuCtxDestroy when closed)",
     )
-    t.say("(without an explicit context, rawcuda uses the device's primary context, shared with torch/CuPy)")
+    t.say(
+        "(create_and_push is cust's legacy API. cust's current Context::new(device) retains the primary\n"
+        "context, and its drop is cuDevicePrimaryCtxRelease; rawcuda uses that primary context too when\n"
+        "no context is given -- the one torch and CuPy share)"
+    )
     with Context.create(dev, CtxFlag.MAP_HOST | CtxFlag.SCHED_AUTO) as ctx:
         t.check(bool(ctx.flags & CtxFlag.MAP_HOST), "the context has the MAP_HOST flag")
 
         t.step("a stream")
         show(
             t,
-            "Stream::new(StreamFlags::NON_BLOCKING, None)?",
+            "Stream::new(StreamFlags::NON_BLOCKING, None)?   (cust clears the flag: a blocking stream)",
             "stream = Stream(ctx, flags=StreamFlag.NON_BLOCKING)",
             "cuStreamCreate(&stream, CU_STREAM_NON_BLOCKING)",
         )

@@ -252,8 +252,10 @@ def main(t: Tutorial) -> None:
     t.check(ctx.last_launch is before, "no launch reached the driver (the context's last launch is unchanged)")
     t.check(bool(np.isnan(dc.to_array()).all()), "the output is still all NaN: no kernel ran")
     t.say(
-        "ArgumentError is a TypeError and ClosedError a ValueError: with cust these are compile errors\n"
-        "(#[cust::kernel]); here they are checked against the PTX signature before the driver sees them.\n"
+        "ArgumentError is a TypeError and ClosedError a ValueError. cust checks less: launch! (inside\n"
+        "`unsafe`) only requires each argument to be DeviceCopy, so a wrong count or width compiles and is\n"
+        "undefined behaviour; a host pointer, or the DevicePointer of a dropped buffer, compiles too.\n"
+        "Here every argument is checked against the kernel's PTX signature before the driver sees it.\n"
         "what to do: pass DeviceBuffers for pointers, numpy scalars of the parameter's exact width\n"
         "(np.float32, np.uint32) or plain Python numbers, and only open buffers."
     )

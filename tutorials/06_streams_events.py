@@ -8,7 +8,8 @@ blocking), and two events time the GPU's own work.
 
 This tutorial measures each of those, and then shows the classic bug: a synchronous ``cuMemcpyDtoH`` runs
 on the *legacy default stream*, which does not wait for a ``NON_BLOCKING`` stream -- so the host can read
-a result before the kernel that writes it has run.
+a result before the kernel that writes it has run. It is why cust clears ``NON_BLOCKING`` (Rust-CUDA issue
+15): the seed's ``Stream::new(StreamFlags::NON_BLOCKING, None)`` gets an ordinary blocking stream.
 
 Run:  python tutorials/06_streams_events.py [--step]
 """

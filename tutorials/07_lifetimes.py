@@ -1,8 +1,10 @@
 """Tutorial 07 -- lifetimes: the context must outlive everything in it, and how rawcuda makes sure it does.
 
-The seed article's RAII warning: cust's ``DeviceBuffer`` calls ``cudaFree`` when it is dropped -- even
-during a panic -- but the CUDA context must still be alive then. If the ``Context`` is dropped first,
-``cudaFree`` fails. This tutorial first commits that mistake on purpose with raw driver calls, then shows
+The seed article's RAII warning: cust's ``DeviceBuffer`` frees its memory when it is dropped (the seed
+says ``cudaFree``; cust calls the driver's ``cuMemFree``) -- even during a panic -- but the CUDA context
+must still be alive then. If the ``Context`` is dropped first, the free fails. An implicit drop discards
+that error; cust's explicit ``DeviceBuffer::drop(buf)`` returns it (a ``DropResult``: the error and the
+buffer). This tutorial first commits that mistake on purpose with raw driver calls, then shows
 each rule rawcuda's objects follow so that it cannot happen:
 
 1. every child (buffer, stream, event, module) holds a strong reference to its Context;
@@ -68,8 +70,9 @@ def main(t: Tutorial) -> None:
     t.check(error is not None, "freeing after the context was destroyed is refused with an error")
     t.say(
         "here the driver said no. Worse outcomes are possible: had another context been current, the\n"
-        "dangling address could even name *its* memory. In Rust the failure hides in Drop (errors are\n"
-        "dropped); in C it is an ignored return code. The cure is an order the code cannot get wrong."
+        "dangling address could even name *its* memory. In cust an implicit drop discards the error\n"
+        "(DeviceBuffer::drop(buf) returns it, as a DropResult); in C it is an ignored return code.\n"
+        "The cure is an order the code cannot get wrong."
     )
 
     t.step("rule 1: children hold a strong reference to their context")

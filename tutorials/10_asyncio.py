@@ -7,7 +7,9 @@ coroutine that blocks in ``stream.synchronize()`` stops all of them.
 
 rawcuda's ``await stream`` (``rawcuda/aio.py``) asks the driver to call a tiny host function when the
 stream reaches it (``cuLaunchHostFunc``); that function only wakes the loop
-(``loop.call_soon_threadsafe``). No thread blocks anywhere.
+(``loop.call_soon_threadsafe``). No thread blocks anywhere. cust has the same tool, which the seed does not
+mention: ``Stream::add_callback`` (``cuStreamAddCallback``) runs a closure when the stream gets there, and
+that closure can wake a Tokio future -- no thread pool needed.
 
 To *see* the difference, the GPU must be busy for a known time: ``kernels/spin.cu`` busy-waits on the GPU's
 nanosecond clock (``%globaltimer``) for as long as it is told. A ticker coroutine ticks every 10 ms and
@@ -96,7 +98,8 @@ def main(t: Tutorial) -> None:
     t.check(gap >= SPIN_S - EARLY_S, "the loop froze for the whole kernel: no coroutine ran meanwhile")
     t.say(
         "the seed's fix for Tokio is a dedicated thread pool; in Python that is\n"
-        "`await asyncio.to_thread(stream.synchronize)` -- correct, but each pending wait holds a pool thread"
+        "`await asyncio.to_thread(stream.synchronize)` -- correct, but each pending wait holds a pool thread.\n"
+        "cust's Stream::add_callback (cuStreamAddCallback) is the Rust counterpart of `await stream`."
     )
 
     t.step("events too: `await event` waits for the work recorded before it, not for the whole stream")

@@ -3,8 +3,10 @@
 The seed article lists "dynamic kernel generation (JIT)" among the things you cannot do, because "Rust
 cannot generate CUDA kernels at run time". That sentence mixes up two things:
 
-* compiling *Rust source* into GPU code at run time -- not something the CUDA toolkit offers (kernels
-  written in Rust need a Rust-to-PTX compiler, run ahead of time; for Python, numba's JIT plays that role);
+* compiling *Rust source* into GPU code at run time -- the toolkit's run-time compilers take CUDA C++
+  (NVRTC) or NVVM IR (libNVVM), not Rust. libNVVM is what Rust-to-PTX compilers target (Rust-CUDA's
+  ``rustc_codegen_nvvm``), but they run inside rustc, ahead of time; numba's JIT feeds libNVVM at run
+  time for Python. The limit is the kernel language, not compiling at run time;
 * generating a *CUDA C++* kernel at run time and compiling it -- which any language can do, because the
   compiler is a library: NVRTC (libnvrtc), the runtime compilation library shipped with the toolkit.
   Hand it source text, get PTX back, load it with the driver. Rust calls it through FFI exactly as this
@@ -144,10 +146,11 @@ def main(t: Tutorial) -> None:
     t.step("so: can a program generate kernels at run time?")
     t.say(
         "Yes -- in CUDA C++, from any language: the kernel above did not exist when this script started.\n"
-        "What NVRTC does not do is compile the *host* language: a kernel written in Rust needs a\n"
-        "Rust-to-PTX compiler (community projects, run ahead of time), as a kernel written in Python needs\n"
-        "numba. The seed's 'Rust cannot generate kernels at run time' is true only in that sense: Rust\n"
-        "code can generate CUDA C++ text and compile it with NVRTC through FFI, exactly as done here."
+        "What NVRTC does not do is compile other kernel languages. libNVVM, also in the toolkit, compiles\n"
+        "NVVM IR to PTX at run time; Rust-to-PTX compilers (Rust-CUDA's rustc_codegen_nvvm, run ahead of\n"
+        "time) and numba target it. So the limit is the kernel language: the seed's 'Rust cannot generate\n"
+        "kernels at run time' is true only of kernels written in Rust. Rust code can generate CUDA C++\n"
+        "text (or NVVM IR) and compile it through FFI while it runs, exactly as done here."
     )
 
     t.step("cuGetProcAddress: a driver function by name and CUDA version, not by symbol")

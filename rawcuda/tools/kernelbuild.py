@@ -5,9 +5,10 @@ kernels and the Rust code embeds the PTX. Python has no build step, so this modu
 by ``python build.py`` (its command line), by the tests, and by anything that wants to build on demand.
 
 Why PTX, and not a cubin (machine code)?
-    A cubin runs only on the GPU architecture it was compiled for (``sm_80`` code does not run on an
-    ``sm_90`` H200). PTX is the GPU's portable assembly: the driver's JIT compiles it, when the module
-    is loaded, for whatever GPU is there -- including GPUs newer than the compiler.
+    A cubin runs only within the major architecture it was compiled for, on the same or a later minor
+    revision: an ``sm_80`` cubin runs on sm_86 and sm_89 GPUs, but not on an ``sm_90`` H200. PTX is the
+    GPU's portable assembly: the driver's JIT compiles it, when the module is loaded, for whatever GPU is
+    there -- including GPUs newer than the compiler.
 
 Which architecture, and the other nvcc options: :mod:`rawcuda.tools.nvcc`.
 

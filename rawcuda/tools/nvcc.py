@@ -10,7 +10,9 @@ Used by :mod:`rawcuda.tools.kernelbuild` (which decides *what* to compile and ca
 * ``-lineinfo`` (default): line tables for Nsight Compute and compute-sanitizer to map instructions back
   to source lines. It does not change the generated code. ``--no-lineinfo`` drops it.
 * ``--use_fast_math`` is opt-in: it flushes denormals to zero and swaps ``tanhf``, division and square
-  roots for faster approximations, which changes results -- a decision, not a default.
+  roots for approximations meant to be faster, which changes results -- a decision, not a default. The
+  seed passes it for "speed at a little precision"; neither half is measured here, and memory-bound
+  kernels like these may gain nothing.
 * ``NVCC_PATH`` chooses the compiler. If it is set, it is the only one tried: silently using another nvcc
   would hide the mistake you are debugging.
 """
