@@ -22,6 +22,7 @@ import contextlib
 import gc
 import weakref
 from collections.abc import Callable, Iterator
+from typing import Any
 
 import numpy as np
 import pytest
@@ -48,6 +49,14 @@ GRID = grid_for(N, BLOCK)
 def poison(stream: Stream, *buffers: DeviceBuffer) -> None:
     for buf in buffers:
         buf.fill(NAN32, stream=stream)
+
+
+def assert_refused(exec_: Any, stream: Stream, out: DeviceBuffer) -> None:
+    """A replay that would read a closed buffer raises ClosedError, and runs nothing (``out`` stays poisoned)."""
+    poison(stream, out)
+    with pytest.raises(ClosedError, match="freed"):
+        exec_.launch(stream)
+    assert np.isnan(out.to_array(stream=stream)).all(), "a refused launch must not run"
 
 
 def random_buffers(rng: np.random.Generator, count: int) -> tuple[list[np.ndarray], list[DeviceBuffer]]:
@@ -175,10 +184,7 @@ def test_set_kernel_args_lets_go_of_the_replaced_buffers(
     np.testing.assert_array_equal(dc2.to_array(stream=stream), x + y2)
 
     dy2.close()  # used by B: replaying would read freed memory
-    poison(stream, dc2)
-    with pytest.raises(ClosedError, match="freed"):
-        exec_.launch(stream)
-    assert np.isnan(dc2.to_array(stream=stream)).all(), "a refused launch must not run"
+    assert_refused(exec_, stream, dc2)
 
     exec_.set_kernel_args(node, dc2, dx, dy3, N)  # what the error says to do
     exec_.launch(stream)
@@ -212,10 +218,7 @@ def test_update_takes_the_new_graphs_buffers_and_lets_go_of_the_old_ones(
     np.testing.assert_array_equal(dc2.to_array(stream=stream), x + y2)
 
     dy2.close()  # the second graph's: in use
-    poison(stream, dc2)
-    with pytest.raises(ClosedError, match="freed"):
-        exec_.launch(stream)
-    assert np.isnan(dc2.to_array(stream=stream)).all(), "a refused launch must not run"
+    assert_refused(exec_, stream, dc2)
     exec_.close()
     first.close()
     for buf in (dx, dc2):
@@ -238,10 +241,7 @@ def test_update_of_a_captured_graph_follows_the_copies_it_keeps(rng: np.random.G
     np.testing.assert_array_equal(dst.to_array(stream=stream), b)
 
     src2.close()
-    poison(stream, dst)
-    with pytest.raises(ClosedError, match="freed"):
-        exec_.launch(stream)
-    assert np.isnan(dst.to_array(stream=stream)).all(), "a refused launch must not run"
+    assert_refused(exec_, stream, dst)
     exec_.close()
     first.close()
     dst.close()
@@ -286,9 +286,6 @@ def test_set_kernel_args_after_update(
         dy2.close()  # still in use by the first node
     # A fork's nodes could be paired either way, so rawcuda cannot tell which of graph2's arguments
     # set_kernel_args replaced: they stay checked until the next update (a needless error, never a crash).
-    poison(stream, dd3)
-    with pytest.raises(ClosedError, match="freed"):
-        exec_.launch(stream)
-    assert np.isnan(dd3.to_array(stream=stream)).all(), "a refused launch must not run"
+    assert_refused(exec_, stream, dd3)
     for obj in (exec_, graph1, graph2, dx, dy2, dc2, dd3):
         obj.close()
