@@ -1,18 +1,28 @@
-"""Host time per kernel launch: rawcuda against the bare ctypes floor and the peers, in one process.
+"""Host time per kernel launch: rawcuda against the C floor, bare ctypes and the peers, in one process.
 
 What is measured: the host-side cost of *queuing* one launch of a 4-argument kernel (``vector_add`` with
-n = 0, so the GPU side is trivial and never the bottleneck). Each variant launches ``LAUNCHES`` times in a
-tight loop, timed with ``perf_counter_ns``; that is repeated ``ROUNDS`` times (synchronizing between
-rounds, outside the timed region) and the median per-launch time is reported.
+n = 0, so the GPU side is trivial and never the bottleneck). Each variant queues ``LAUNCHES`` launches
+in a tight loop, timed with ``perf_counter_ns``; that is repeated ``ROUNDS`` times, every variant once per
+round (synchronizing between rounds, outside the timed region), and the median per-launch time is
+reported with the median of its per-round ratio to the first variant.
+
+Why is the C floor measured *here*, from Python? The host's speed drifts by 20-30 % between runs (the
+same variant measured 4.5-5.7 us on different days); a C program run at another moment cannot be compared
+to within 5 %. bench/c/launch_loop.c is built as a shared library and called once per round.
 
 Variants:
-  bare_ctypes       a fresh ctypes pointer to cuLaunchKernel, no argtypes, every argument prebuilt
-  table             rawcuda.checked.cu.cuLaunchKernel (argtypes + errcheck), arguments prebuilt
-  rawcuda_launch    Function.launch(grid, block, c, a, b, n): checked arguments, cached packing
-  rawcuda_bound     Function.bind(grid, block, c, a, b, n)(): checked once, then only a close check
-  cuda_bindings     cuda.bindings.driver.cuLaunchKernel with a prebuilt kernelParams address
-  cuda_core         cuda.core.launch(stream, LaunchConfig, kernel, *args)
-  cupy_rawmodule    cupy.RawModule(...).get_function(...)(grid, block, args)
+  c_launch_kernel       C: cuLaunchKernel in a loop (11 arguments)           -- the floor
+  c_launch_kernel_ex    C: cuLaunchKernelEx with a prebuilt CUlaunchConfig
+  bare_ctypes           a fresh ctypes pointer to cuLaunchKernel, no argtypes, every argument prebuilt
+  bare_ctypes_argtypes  the same with argtypes declared, Python ints passed (ctypes converts each)
+  bare_ctypes_ex        cuLaunchKernelEx, no argtypes: &config, f, params, NULL prebuilt (rawcuda's call)
+  table                 rawcuda.checked.cu.cuLaunchKernel (argtypes + errcheck), arguments prebuilt
+  rawcuda_launch        Function.launch(grid, block, c, a, b, n): checked arguments, cached packing
+  rawcuda_bound         Function.bind(grid, block, c, a, b, n)(): checked once, then only a close check
+  cuda_bindings         cuda.bindings.driver.cuLaunchKernel with a prebuilt kernelParams address
+  cuda_bindings_values  the same, arguments given as Python values and ctypes types (converted per call)
+  cuda_core             cuda.core.launch(stream, LaunchConfig, kernel, *args)
+  cupy_rawmodule        cupy.RawModule(...).get_function(...)(grid, block, args)
 
 Usage: python bench/launch_overhead.py [--out DIR]   (writes launch_overhead.json / .md there)
 """
@@ -24,8 +34,11 @@ import ctypes
 import io
 import json
 import platform
+import shutil
 import statistics
+import subprocess
 import sys
+import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -37,29 +50,62 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import rawcuda
 from rawcuda import DeviceBuffer, Module, Stream
 from rawcuda.checked import cu
+from rawcuda.ffi.types import CUlaunchConfig
 
 LAUNCHES = 2000
 ROUNDS = 21
-WARMUP = 2000
 BLOCK = 256
+C_SOURCE = Path(__file__).resolve().parent / "c" / "launch_loop.c"
 
 
-def measure(variants: dict[str, tuple[Callable[[], object], Callable[[], object]]]) -> dict[str, dict[str, float]]:
+def c_loop() -> ctypes.CDLL | str:
+    """bench/c/launch_loop.c built and loaded (it links the libcuda this process already uses), or why not."""
+    nvcc = shutil.which("nvcc") or "/usr/local/cuda/bin/nvcc"
+    if not Path(nvcc).exists():
+        return "not run: no nvcc to build bench/c/launch_loop.c"
+    lib = Path(tempfile.mkdtemp(prefix="rawcuda-bench-")) / "liblaunchloop.so"
+    cmd = [nvcc, "-O2", "-shared", "-Xcompiler", "-fPIC", "-o", str(lib), str(C_SOURCE), "-lcuda"]
+    build = subprocess.run(cmd, capture_output=True, text=True)
+    if build.returncode != 0:
+        return f"not run: building the C loop failed: {build.stderr.strip()[-300:]}"
+    loop = ctypes.CDLL(str(lib))
+    loop.launch_loop.restype = ctypes.c_int
+    loop.launch_loop.argtypes = [ctypes.c_void_p] * 3 + [ctypes.c_uint, ctypes.c_int, ctypes.c_int]
+    return loop
+
+
+Variant = tuple[Callable[[], object], Callable[[], object]]  # (queue LAUNCHES launches, wait for them)
+
+
+def repeat(launch: Callable[[], object]) -> Callable[[], None]:
+    """LAUNCHES calls of ``launch`` -- the loop a Python user writes, so its cost counts for every Python variant."""
+
+    def block() -> None:
+        for _ in range(LAUNCHES):
+            launch()
+
+    return block
+
+
+def checked_c(rc: int) -> None:
+    if rc:
+        raise RuntimeError(f"the C launch loop failed with CUresult {rc}")
+
+
+def measure(variants: dict[str, Variant]) -> dict[str, dict[str, float]]:
     """Interleaved rounds: every variant once per round, so machine noise hits all of them alike.
 
     Returns, per variant, the median microseconds per launch and the median of its per-round ratio to
     the first variant (the floor) -- a ratio taken within one round is steadier than a ratio of medians.
     """
-    for launch, sync in variants.values():
-        for _ in range(WARMUP):
-            launch()
+    for block, sync in variants.values():
+        block()  # warm-up: LAUNCHES launches, untimed
         sync()
     samples: dict[str, list[float]] = {name: [] for name in variants}
     for _ in range(ROUNDS):
-        for name, (launch, sync) in variants.items():
+        for name, (block, sync) in variants.items():
             start = time.perf_counter_ns()
-            for _ in range(LAUNCHES):
-                launch()
+            block()
             elapsed = time.perf_counter_ns() - start
             sync()
             samples[name].append(elapsed / LAUNCHES / 1000)
@@ -89,25 +135,51 @@ def main() -> None:
     params = (ctypes.c_void_p * 4)(*[ctypes.addressof(v) for v in values])
     sync = stream.synchronize
 
-    raw = cu.library().handle["cuLaunchKernel"]  # a fresh pointer: no argtypes, no errcheck
+    handle = cu.library().handle
+    raw = handle["cuLaunchKernel"]  # a fresh pointer: no argtypes, no errcheck
+    raw_ex = handle["cuLaunchKernelEx"]
     f_arg, s_arg = ctypes.c_void_p(fn.handle), ctypes.c_void_p(stream.handle)
     one, blk, zero = ctypes.c_uint(1), ctypes.c_uint(BLOCK), ctypes.c_uint(0)
     h_fn, h_stream = fn.handle, stream.handle
-    variants = {
-        "bare_ctypes": (lambda: raw(f_arg, one, one, one, blk, one, one, zero, s_arg, params, None), sync),
-        "table": (lambda: cu.cuLaunchKernel(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, params, None), sync),
-        "rawcuda_launch": (lambda: fn.launch(1, BLOCK, c, a, b, n, stream=stream), sync),
-    }
+    typed = ctypes.CFUNCTYPE(ctypes.c_int, *[ctypes.c_void_p] + [ctypes.c_uint] * 7 + [ctypes.c_void_p] * 3)(
+        ctypes.cast(raw, ctypes.c_void_p).value
+    )
+    addr = ctypes.addressof(params)
+    config = CUlaunchConfig(1, 1, 1, BLOCK, 1, 1, 0, h_stream, None, 0)
+    config_ref = ctypes.byref(config)
+    variants: dict[str, Variant] = {}
     notes: dict[str, str] = {}
+    loop = c_loop()
+    if isinstance(loop, str):
+        notes["c_launch_kernel"] = loop
+    else:
+        for name, use_ex in (("c_launch_kernel", 0), ("c_launch_kernel_ex", 1)):
+            variants[name] = (
+                lambda use_ex=use_ex: checked_c(loop.launch_loop(h_fn, h_stream, addr, BLOCK, LAUNCHES, use_ex)),
+                sync,
+            )
+    variants.update(
+        {
+            "bare_ctypes": (repeat(lambda: raw(f_arg, one, one, one, blk, one, one, zero, s_arg, params, None)), sync),
+            "bare_ctypes_argtypes": (repeat(lambda: typed(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, addr, None)), sync),
+            "bare_ctypes_ex": (repeat(lambda: raw_ex(config_ref, f_arg, params, None)), sync),
+            "table": (repeat(lambda: cu.cuLaunchKernel(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, params, None)), sync),
+            "rawcuda_launch": (repeat(lambda: fn.launch(1, BLOCK, c, a, b, n, stream=stream)), sync),
+        }
+    )
     try:
         from cuda.bindings import driver
 
         cb_fn, cb_stream = driver.CUfunction(h_fn), driver.CUstream(h_stream)
-        addr = ctypes.addressof(params)
-        variants["cuda_bindings"] = (
-            lambda: driver.cuLaunchKernel(cb_fn, 1, 1, 1, BLOCK, 1, 1, 0, cb_stream, addr, 0),
-            sync,
-        )
+        cb_values = ((c.ptr, a.ptr, b.ptr, n), (ctypes.c_void_p, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_size_t))
+        for name, kernel_params in (("cuda_bindings", addr), ("cuda_bindings_values", cb_values)):
+            err = driver.cuLaunchKernel(cb_fn, 1, 1, 1, BLOCK, 1, 1, 0, cb_stream, kernel_params, 0)[0]
+            if err != driver.CUresult.CUDA_SUCCESS:
+                raise RuntimeError(f"{name}: {err}")
+            variants[name] = (
+                repeat(lambda p=kernel_params: driver.cuLaunchKernel(cb_fn, 1, 1, 1, BLOCK, 1, 1, 0, cb_stream, p, 0)),
+                sync,
+            )
     except Exception as exc:  # a peer that is missing or changed its API is reported, not fatal
         notes["cuda_bindings"] = f"unavailable: {type(exc).__name__}: {exc}"
     try:
@@ -118,7 +190,7 @@ def main() -> None:
         cn = np.uint64(0)
         cupy_stream = cupy.cuda.Stream(non_blocking=False)
         variants["cupy_rawmodule"] = (
-            lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream),
+            repeat(lambda: kernel((1,), (BLOCK,), (cc, ca, cb_, cn), stream=cupy_stream)),
             cupy_stream.synchronize,
         )
     except Exception as exc:
@@ -133,18 +205,22 @@ def main() -> None:
         core_kernel = ObjectCode.from_ptx(rawcuda.kernels.ptx_path("vector_add").read_bytes()).get_kernel("vector_add")
         core_config = LaunchConfig(grid=1, block=BLOCK)
         core_args = (np.uint64(c.ptr), np.uint64(a.ptr), np.uint64(b.ptr), np.uint64(0))
-        variants["cuda_core"] = (lambda: launch(core_stream, core_config, core_kernel, *core_args), core_stream.sync)
+        variants["cuda_core"] = (
+            repeat(lambda: launch(core_stream, core_config, core_kernel, *core_args)),
+            core_stream.sync,
+        )
     except Exception as exc:
         notes["cuda_core"] = f"unavailable: {type(exc).__name__}: {exc}"
-    variants["rawcuda_bound"] = (fn.bind(1, BLOCK, c, a, b, n, stream=stream), sync)
+    variants["rawcuda_bound"] = (repeat(fn.bind(1, BLOCK, c, a, b, n, stream=stream)), sync)
     results = measure(variants)
 
     # Tracing must cost nothing once it is off: trace a few calls, turn it off, and measure again.
     with rawcuda.trace(file=io.StringIO()):
         fn.launch(1, BLOCK, c, a, b, n, stream=stream)
         cu.cuLaunchKernel(h_fn, 1, 1, 1, BLOCK, 1, 1, 0, h_stream, params, None)
-    after = measure({name: variants[name] for name in ("bare_ctypes", "table", "rawcuda_launch", "rawcuda_bound")})
-    results.update({f"{name} (after a trace block)": value for name, value in after.items() if name != "bare_ctypes"})
+    first = next(iter(variants))
+    after = measure({name: variants[name] for name in (first, "table", "rawcuda_launch", "rawcuda_bound")})
+    results.update({f"{name} (after a trace block)": value for name, value in after.items() if name != first})
 
     meta = {
         "date": time.strftime("%Y-%m-%d"),
@@ -164,7 +240,7 @@ def main() -> None:
         "",
         f"Host time to queue one 4-argument launch; median of {ROUNDS} interleaved rounds of {LAUNCHES}.",
         "",
-        "| variant | µs per launch | ratio to bare ctypes (median of per-round ratios) |",
+        f"| variant | µs per launch | ratio to {first} (median of per-round ratios) |",
         "|---|---:|---:|",
     ]
     lines += [f"| {name} | {r['us']:.2f} | {r['ratio']:.2f}x |" for name, r in results.items()]

@@ -58,7 +58,9 @@ class Context:
         self.is_primary = primary
         self._children: weakref.WeakSet[Any] = weakref.WeakSet()
         self._lock = threading.RLock()
-        self._unusable: str | None = None  # why it can no longer be used (closed / poisoned), or None
+        # Why it can no longer be used ("closed", "poisoned", forked), or None. Public so that a launch can test
+        # it without a method call (Function.launch); only this class writes it.
+        self.unusable: str | None = None
         self._poison: CudaError | None = None
         self._closed = False
         self._pid = os.getpid()
@@ -110,22 +112,22 @@ class Context:
     @property
     def usable(self) -> bool:
         """True while calls into the context are safe: not closed, not poisoned, not inherited by fork."""
-        return self._unusable is None and os.getpid() == self._pid
+        return self.unusable is None and os.getpid() == self._pid
 
     def check_usable(self) -> None:
         """Raise the reason (ClosedError, ContextPoisonedError, ForkedProcessError) when it is not usable."""
-        if self._unusable is not None:
+        if self.unusable is not None:
             self._raise_unusable()
 
     def activate(self) -> None:
         """Make this the thread's current context (one cuCtxGetCurrent when it already is): every method calls
         it first; a launch only when the driver said the wrong one was current (see rawcuda.current)."""
-        if self._unusable is not None:
+        if self.unusable is not None:
             self._raise_unusable()
         make_current(self._handle)
 
     def _raise_unusable(self) -> None:
-        if self._unusable == _FORKED:
+        if self.unusable == _FORKED:
             raise ForkedProcessError(f"{self!r} belongs to the parent process")
         if self._poison is not None:
             raise ContextPoisonedError(
@@ -251,7 +253,7 @@ class Context:
             self.cache.clear()
             self._finalizer.detach()
             self._closed = True
-            self._unusable = "the context was closed"
+            self.unusable = "the context was closed"
             _forget_default(self)
             with self._hold_lock:  # a host view still points into it? then the last one releases it
                 self._release_deferred = self._holds > 0
@@ -304,11 +306,11 @@ class Context:
     def poison(self, error: CudaError) -> None:
         """Mark this context unusable after a sticky error (contextregistry calls it for every context)."""
         if self._poison is None:
-            self._poison, self._unusable = error, "poisoned"
+            self._poison, self.unusable = error, "poisoned"
 
     def mark_forked(self) -> None:
         """In a forked child: every use raises ForkedProcessError; locks held by lost threads are replaced."""
-        self._unusable = _FORKED
+        self.unusable = _FORKED
         self._lock, self._hold_lock = threading.RLock(), threading.Lock()
 
     @property
@@ -318,7 +320,7 @@ class Context:
 
     def __repr__(self) -> str:
         kind = "primary" if self.is_primary else "created"
-        state = " poisoned" if self._poison else (" closed" if self._unusable else "")
+        state = " poisoned" if self._poison else (" closed" if self.unusable else "")
         return f"<Context {kind} {self._handle:#x} on device {self.device.ordinal}{state}>"
 
 
@@ -356,13 +358,13 @@ _default_lock = threading.Lock()
 def default_context(device: int = 0) -> Context:
     """Device ``device``'s primary context, retained once per process and shared by `context=None`."""
     ctx = _default.get(device)
-    if ctx is not None and ctx._pid == os.getpid() and ctx._unusable is None:
+    if ctx is not None and ctx._pid == os.getpid() and ctx.unusable is None:
         return ctx
     with _default_lock:
         ctx = _default.get(device)
         if ctx is not None and ctx._poison is not None and ctx._pid == os.getpid():
             return ctx  # keep handing out the poisoned one: every use then says why
-        if ctx is None or ctx._unusable is not None or ctx._pid != os.getpid():
+        if ctx is None or ctx.unusable is not None or ctx._pid != os.getpid():
             ctx = _default[device] = Context.primary(device)
         return ctx
 

@@ -4,15 +4,18 @@ Three ways to launch, from the most forgiving to the fastest:
 
 * ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks the configuration once per
   (grid, block, shared_mem, stream), and the arguments whenever they are not the very same objects as
-  in the previous launch. About 1.2x the host cost of a bare ctypes cuLaunchKernel (bench/results/).
+  in the previous launch. Close to the host cost of a bare ctypes launch (bench/results/).
 * ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable;
   ``launch()`` only confirms that nothing was closed since and calls the driver -- for hot loops.
 * a CUDA graph (:mod:`rawcuda.graph`) replays many launches with one call.
 
-Every path calls the same table row, ``cuLaunchKernel``, through an argtypes-free binding: the ctypes
-conversion of 11 arguments and the errcheck call cost more than half of the driver's own time, and
-every argument here is already a ctypes object of the declared type. The whole path, step by step, is in
-docs/architecture.md ("The launch path").
+Every path calls the same table row, ``cuLaunchKernelEx``, through an argtypes-free binding. Why the Ex
+form and not ``cuLaunchKernel``? Both end in the same driver code, but ``cuLaunchKernel`` takes 11
+arguments and ctypes converts each one on every call; ``cuLaunchKernelEx`` takes 4 -- a pointer to a
+``CUlaunchConfig`` (grid, block, shared memory, stream), the function, ``kernelParams`` and ``extra`` -- and
+the config is a struct built once per configuration. Measured on the H200 that is 17 % less host time per
+launch, which is most of the distance between ctypes and C (bench/results/, "launch floor"). The whole
+path, step by step, is in docs/architecture.md ("The launch path").
 """
 
 from __future__ import annotations
@@ -20,10 +23,8 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import weakref
-from ctypes import byref, c_int, c_uint, c_void_p
+from ctypes import byref, c_int, c_void_p
 from typing import TYPE_CHECKING, Any
-
-import numpy as np
 
 from . import checked
 from .checked import cu
@@ -34,6 +35,7 @@ from .ffi.attributes import DeviceAttribute as A
 from .ffi.attributes import FunctionAttribute
 from .interop import order_after
 from .kernelargs import EMPTY_PACK, ArgPacker, Packed, ParamSpec
+from .launchconfig import LaunchConfig, dims, hashable, integral, launch_config, launch_config_of
 from .resource import closes
 from .stream import Stream, stream_handle
 
@@ -42,13 +44,11 @@ POINTER_SIZE = 8  # bytes of a device pointer parameter (.u64 / .b64)
 POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
 
-# The argtypes-free binding of cuLaunchKernel used by every launch path (bound at the first launch; a
+# The argtypes-free binding of cuLaunchKernelEx used by every launch path (bound at the first launch; a
 # slot rather than the function itself, so that tracing can swap a traced wrapper in and out).
-_launch_kernel = checked.hot_slot("cuLaunchKernel")
+LAUNCH_ROW = "cuLaunchKernelEx"
+_launch_kernel = checked.hot_slot(LAUNCH_ROW)
 
-#: A checked launch configuration: (gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
-#: in the order cuLaunchKernel and CUDA_KERNEL_NODE_PARAMS take them.
-LaunchConfig = tuple[int, int, int, int, int, int, int]
 
 if TYPE_CHECKING:
     from .module import Module
@@ -79,8 +79,13 @@ class Function:
         """(grid, block, shared_mem, stream handle) of the last launch, as the driver was given them."""
         if not self.last_prepared:
             return (0, 0, 0, None)
-        values = [v.value for v in self.last_prepared[1:9]]
-        return (tuple(values[0:3]), tuple(values[3:6]), values[6], values[7] or 0)
+        cfg = launch_config_of(self.last_prepared)
+        return (
+            (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
+            (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
+            cfg.sharedMemBytes,
+            cfg.hStream or 0,
+        )
 
     @property
     def closed(self) -> bool:
@@ -152,7 +157,7 @@ class Function:
         The first launch with a given (grid, block, shared_mem, stream) validates the configuration and
         builds every driver argument as a ctypes object; the first launch with given arguments checks and
         packs them. After that a launch is: one dict lookup, one identity check of the arguments, and one
-        cuLaunchKernel through an argtypes-free binding of the table row -- close to a bare ctypes call.
+        cuLaunchKernelEx through an argtypes-free binding of the table row -- close to a bare ctypes call.
         Launching one Function from several threads at once is safe (packed blocks are never rewritten).
         """
         # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for
@@ -170,7 +175,8 @@ class Function:
         if packed.generation != generation or not packed.same(args, packed.key):
             packed = self._packed = self._packer.pack(args)
         ctx = self.context
-        ctx.check_usable()  # no activate(): see rawcuda.current for why a launch need not ask what is current
+        if ctx.unusable is not None:  # the attribute, not check_usable(): one method call is 1-2 % of a launch
+            ctx.check_usable()  # no activate(): see rawcuda.current for why a launch need not ask what is current
         if packed.waits:
             ctx.activate()
             order_after(packed.waits, stream, ctx)
@@ -215,28 +221,32 @@ class Function:
         return self
 
     def _prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
-        """Validate once, then build the driver arguments (all but kernelParams) as ctypes objects."""
+        """Validate once, then build the driver arguments before kernelParams: ``(&config, function)``.
+
+        The ``CUlaunchConfig`` is new for every configuration and never written again, so a launch running in
+        another thread (ctypes releases the GIL during the call) can never see it change; ``byref`` keeps it
+        alive for as long as the tuple is cached."""
         self.check_open()
         if self._generation != closes.generation:
             self._prepared.clear()  # something was closed: a cached stream handle might be stale
             self._generation = closes.generation
         config = self.configure(grid, block, shared_mem)
         h_stream = stream_handle(stream, self.context)
-        prepared = (c_void_p(self._handle), *(c_uint(v) for v in config), c_void_p(h_stream))
+        prepared = (byref(launch_config(config, h_stream)), c_void_p(self._handle))
         if len(self._prepared) < _MAX_CONFIGS:
-            self._prepared[(_hashable(grid), _hashable(block), shared_mem, id(stream))] = prepared
+            self._prepared[(hashable(grid), hashable(block), shared_mem, id(stream))] = prepared
         return prepared
 
     def configure(self, grid: Any, block: Any, shared_mem: int = 0) -> LaunchConfig:
         """Check a launch configuration against the device and the kernel (remembered once checked)."""
-        key = (_hashable(grid), _hashable(block), shared_mem)
+        key = (hashable(grid), hashable(block), shared_mem)
         try:
             config = self._configs.get(key)
         except TypeError:  # something unhashable: not a valid configuration, as the checks below will say
             config = None
         if config is not None:
             return config
-        g, b = _dims("grid", grid), _dims("block", block)
+        g, b = dims("grid", grid), dims("block", block)
         limits = self._limits()
         for axis, n in enumerate(b):
             if n > limits["block"][axis]:
@@ -272,7 +282,7 @@ class Function:
         return self._limit_cache
 
     def _configure_shared(self, shared_mem: int, limits: dict[str, Any]) -> None:
-        if _integral(shared_mem) is None or shared_mem < 0:
+        if integral(shared_mem) is None or shared_mem < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, got {shared_mem!r}")
         shared_mem = int(shared_mem)
         static, optin = limits["static_shared"], limits["optin_shared"]
@@ -322,7 +332,8 @@ class BoundLaunch:
             self._bind()
         fn = self.function
         ctx = fn.context
-        ctx.check_usable()
+        if ctx.unusable is not None:
+            ctx.check_usable()
         if self._reread:  # a foreign array: its address and stream are read again at every launch
             self._bind()
             if self._packed.waits:
@@ -353,37 +364,4 @@ def launch_failed(rc: int, ctx: Any, call: tuple[Any, ...]) -> None:
             return
     with contextlib.suppress(Exception):  # the error's observers look at the current context to poison it
         make_current(ctx.raw_handle)
-    checked.raise_for(rc, "cuLaunchKernel", call)
-
-
-def _hashable(dims: Any) -> Any:
-    """A grid or block as a cache key: a list (which _dims accepts) becomes a tuple of the same numbers."""
-    return tuple(dims) if isinstance(dims, list) else dims
-
-
-def _integral(value: Any) -> int | None:
-    """``value`` as an int if it is a number equal to one (3, np.int64(3), 3.0, True), else None.
-
-    Why accept 3.0? Launch configurations are cached by value, and 3.0 == 3 (with the same hash) in Python:
-    a cache keyed by value cannot tell them apart, so the rule must not either. A number that is not a
-    whole number (1.5) is refused; so is anything that is not a number ("8", None).
-    """
-    if isinstance(value, int | np.integer):
-        return int(value)
-    if isinstance(value, float | np.floating) and float(value).is_integer():
-        return int(value)
-    return None
-
-
-def _dims(what: str, value: Any) -> tuple[int, int, int]:
-    """(x, y, z) from an int or a tuple of 1 to 3 whole numbers."""
-    dims = tuple(value) if isinstance(value, tuple | list) else (value,)
-    whole = [_integral(d) for d in dims]
-    if not 1 <= len(dims) <= 3 or any(d is None for d in whole):
-        raise TypeError(f"{what} must be an int or a tuple of 1 to 3 ints, got {value!r}")
-    if any(d < 1 for d in whole):  # type: ignore[operator]
-        raise ValueError(
-            f"every {what} dimension must be >= 1, got {value!r} (a launch of zero threads does nothing; "
-            "skip the launch instead)"
-        )
-    return (*whole, *(1,) * (3 - len(whole)))  # type: ignore[return-value]
+    checked.raise_for(rc, LAUNCH_ROW, call)

@@ -30,8 +30,9 @@ from .checked.errors import ClosedError
 from .context import Context
 from .ffi.constants import GraphNodeType
 from .ffi.types import CUDA_KERNEL_NODE_PARAMS, VOIDPP
-from .function import Function, LaunchConfig
+from .function import Function
 from .kernelargs import Packed, ParamSpec
+from .launchconfig import LaunchConfig
 from .module import Module
 
 if TYPE_CHECKING:

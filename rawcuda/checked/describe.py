@@ -53,6 +53,7 @@ _SHOW_LIBRARY = frozenset(
 ENUM_MODULES = (constants, attributes, results)
 
 _ARG_TEXT_LIMIT = 24  # bytes of a string argument shown in a message
+_STRUCT_FIELDS_SHOWN = 12  # a struct passed by pointer is shown field by field up to this size (CUlaunchConfig: 10)
 _KIB = 1024
 _quiet_cache: dict[str, Any] = {}
 
@@ -203,11 +204,33 @@ def format_value(value: Any, address: bool, enum_class: type[enum.Enum] | None =
     if isinstance(value, ctypes.Array):
         return f"<{value._type_.__name__}[{len(value)}]>"  # ctypes' own name for an array's element type
     if type(value).__name__ == "CArgObject":  # what byref() returns; ._obj is what it points at (ctypes API)
-        return "&" + type(value._obj).__name__
+        target = value._obj
+        if isinstance(target, ctypes.Structure) and len(target._fields_) <= _STRUCT_FIELDS_SHOWN:
+            # A small struct passed by pointer (cuLaunchKernelEx's CUlaunchConfig): its fields *are* the
+            # call's arguments, so show them -- a trace reading ``config=&CUlaunchConfig`` teaches nothing.
+            return "&" + format_struct(target)
+        return "&" + type(target).__name__
     if isinstance(value, ctypes._SimpleCData):  # ctypes' public base of c_int, c_void_p ... (underscore and all)
         inner = value.value
         return hex(inner) if isinstance(inner, int) and address else repr(inner)
     return "<" + type(value).__name__ + ">"
+
+
+def format_struct(value: ctypes.Structure) -> str:
+    """``CUlaunchConfig(gridDimX=1, ..., hStream=0x5a.., attrs=NULL, numAttrs=0)``: each field by its C type."""
+    parts = []
+    for field in value._fields_:
+        name, c_type = field[0], field[1]
+        shown = getattr(value, name)
+        is_pointer = issubclass(c_type, ctypes._Pointer | ctypes.c_void_p)
+        if is_pointer and not shown:
+            parts.append(f"{name}=NULL")
+        elif is_pointer:
+            address = shown if isinstance(shown, int) else ctypes.cast(shown, ctypes.c_void_p).value
+            parts.append(f"{name}={hex(address or 0)}")
+        else:
+            parts.append(f"{name}={format_value(shown, False)}")
+    return f"{type(value).__name__}({', '.join(parts)})"
 
 
 __all__ = [
@@ -218,6 +241,7 @@ __all__ = [
     "error_observers",
     "format_arguments",
     "format_enum",
+    "format_struct",
     "format_value",
     "host_memory_available",
     "is_address",

@@ -30,7 +30,7 @@ def stand_in_pair(weakly: bool) -> tuple[weakref.ref[Context], weakref.ref[Child
     ctx = Context(FAKE_HANDLE, SimpleNamespace(handle=0, ordinal=0), primary=False)
     ctx._finalizer.detach()  # it would call cuCtxDestroy on the made-up handle
     child = Child(ctx)
-    ctx._unusable = "a stand-in: no driver call may reach it"  # finalizers and close() then release nothing
+    ctx.unusable = "a stand-in: no driver call may reach it"  # finalizers and close() then release nothing
     if weakly:
         child.hold_context_weakly()
     ctx.cache["test"] = child

@@ -18,4 +18,4 @@ def test_doctor_on_the_gpu() -> None:
 def test_demo_on_the_gpu() -> None:
     proc = run_cli("demo")
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert "[rawcuda] cuLaunchKernel(" in proc.stdout and "verified on" in proc.stdout
+    assert "[rawcuda] cuLaunchKernelEx(config=&CUlaunchConfig(gridDimX=" in proc.stdout and "verified on" in proc.stdout

@@ -16,7 +16,7 @@ beside this one, in the order a program meets them::
 
 Most rows are called by rawcuda's classes. The others are listed in :data:`NOT_CALLED_BY_RAWCUDA`, each
 with the reason it is declared anyway: a tutorial or a test calls it through ``cu``, or it completes a
-topic (the JIT linker, ``cuLaunchKernelEx``) so that its prototype and structs are proven against cuda.h
+topic (the JIT linker, cooperative launches) so that its prototype and structs are proven against cuda.h
 before anyone builds on them. A CPU test keeps that list true in both directions.
 
 Nothing here calls the driver. :mod:`rawcuda.checked` binds the rows to libcuda, lazily, and
@@ -63,7 +63,9 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuLinkAddFile": _TOPIC,
     "cuLinkComplete": _TOPIC,
     "cuLinkDestroy": _TOPIC,
-    "cuLaunchKernelEx": _TOPIC + " (launch attributes: clusters, priorities; CUlaunchConfig's layout is proven)",
+    "cuLaunchKernel": _FOR_TUTORIALS
+    + " (the 11-argument launch the tutorials build by hand; rawcuda's launch path calls cuLaunchKernelEx, whose"
+    " 4 arguments cost ctypes less to convert: function.py)",
     "cuLaunchCooperativeKernel": _TOPIC + " (grid-wide synchronization)",
     "cuOccupancyMaxPotentialBlockSize": _TOPIC,
     "cuDeviceCanAccessPeer": _TOPIC + " (peer access between GPUs)",
