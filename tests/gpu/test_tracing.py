@@ -20,5 +20,5 @@ def test_trace_of_a_real_vector_add() -> None:
         "    assert (dc.to_array() == a + a).all()\n"
     )
     assert proc.returncode == 0, proc.stderr
-    for symbol in ("cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuModuleLoadDataEx", "cuLaunchKernel", "cuMemcpyDtoH_v2"):
+    for symbol in ("cuMemAlloc_v2", "cuMemcpyHtoD_v2", "cuModuleLoadDataEx", "cuLaunchKernelEx", "cuMemcpyDtoH_v2"):
         assert f"[rawcuda] {symbol}(" in proc.stderr, symbol
