@@ -163,23 +163,22 @@ class Function:
         # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for
         # good) would keep every stream ever used alive, and the host arrays it holds for pending copies. An id
         # is safe because a stream's death moves closes.generation (stream.py), which empties this cache.
-        key = (grid, block, shared_mem, id(stream))
-        try:
-            prepared = self._prepared.get(key)
-        except TypeError:  # a grid or block given as a list is unhashable: the slow path checks and converts it
-            prepared = None
         generation = closes.generation
-        if prepared is None or self._generation != generation:
-            prepared = self._prepare(grid, block, shared_mem, stream)
         packed = self._packed
-        if packed.generation != generation or not packed.same(args, packed.key):
-            packed = self._packed = self._packer.pack(args)
+        try:
+            prepared = self._prepared[grid, block, shared_mem, id(stream)]
+        except (KeyError, TypeError):  # not cached yet, or a grid given as a list (unhashable): the slow path
+            prepared = None
+        if prepared is None or self._generation != generation:
+            prepared = self._prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
+            packed = self._packed
+        # One generation for both caches: _prepare drops the pack whenever it sees closes.generation move, so a
+        # pack that is still here was checked after the last close, and only the objects need comparing.
+        if not packed.same(args, packed.key):
+            packed = self._repack(args, stream)
         ctx = self.context
         if ctx.unusable is not None:  # the attribute, not check_usable(): one method call is 1-2 % of a launch
             ctx.check_usable()  # no activate(): see rawcuda.current for why a launch need not ask what is current
-        if packed.waits:
-            ctx.activate()
-            order_after(packed.waits, stream, ctx)
         rc = _launch_kernel.call(*prepared, packed.array, None)
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
@@ -187,6 +186,14 @@ class Function:
         self.last_prepared = prepared
         if SYNC_LAUNCHES:
             ctx.synchronize()
+
+    def _repack(self, args: tuple[Any, ...], stream: Stream | None) -> Packed:
+        """Check and pack new arguments; another library's arrays also make the stream wait for theirs."""
+        packed = self._packed = self._packer.pack(args)
+        if packed.waits:  # never reused (its `same` is always false), so this runs before every such launch
+            self.context.activate()
+            order_after(packed.waits, stream, self.context)
+        return packed
 
     def bind(
         self,
@@ -228,7 +235,9 @@ class Function:
         alive for as long as the tuple is cached."""
         self.check_open()
         if self._generation != closes.generation:
-            self._prepared.clear()  # something was closed: a cached stream handle might be stale
+            # Something was closed: a cached stream handle might be stale, and a packed buffer freed.
+            self._prepared.clear()
+            self._packed = EMPTY_PACK
             self._generation = closes.generation
         config = self.configure(grid, block, shared_mem)
         h_stream = stream_handle(stream, self.context)

@@ -103,3 +103,9 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)extra;
     return f && params ? SUCCESS : INVALID_VALUE;
 }
+
+/* The launch path's row (rawcuda/function.py): the same acceptance as cuLaunchKernel above. */
+CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
+    (void)extra;
+    return config && f && params ? SUCCESS : INVALID_VALUE;
+}
