@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import sys
+import threading
 import weakref
 from collections.abc import Callable
 from ctypes import byref, c_void_p
@@ -26,6 +27,51 @@ from .closeorder import CloseOrder
 from .context import Context
 
 
+class CaptureDeferral:
+    """Releases that wait while a rawcuda stream capture is open.
+
+    Why? The cyclic GC runs whenever Python allocates -- also inside ``with capture(stream):`` on the
+    capturing thread -- and a finalizer that calls ``cuMemFree`` or ``cuStreamSynchronize`` there is a
+    call capture forbids: the driver refuses it *and invalidates the capture*, so a graph fails because of
+    garbage from an unrelated test (seen on the H200: test_streamcapture failed after other test files had
+    left cycles). So while any capture is open, a finalizer queues its release, and the last capture to
+    end runs the queue. A ``close()`` the user writes inside a capture still runs at once (and fails
+    clearly): only the GC's releases, which nobody asked for at that moment, wait.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self.open_captures = 0
+        self._queue: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []
+
+    def begin(self) -> None:
+        with self._lock:
+            self.open_captures += 1
+
+    def end(self) -> None:
+        with self._lock:
+            self.open_captures -= 1
+            queue, self._queue = (self._queue, []) if self.open_captures == 0 else ([], self._queue)
+        for context, release, args in queue:
+            finalize_child(context, release, *args)
+
+    def defer(self, context: Context, release: Callable[..., None], args: tuple[Any, ...]) -> bool:
+        """Queue the release if a capture is open (True), else leave it to the caller (False)."""
+        with self._lock:
+            if self.open_captures == 0:
+                return False
+            self._queue.append((context, release, args))
+            return True
+
+    def pending(self) -> int:
+        """How many releases wait for the open captures to end."""
+        return len(self._queue)
+
+
+#: The process's one deferral queue (streamcapture.Capture calls begin() and end()).
+capture_deferral = CaptureDeferral()
+
+
 def finalize_child(context: Context, release: Callable[..., None], *args: Any) -> None:
     """The fallback release of a child (buffer, stream ...) that was garbage-collected without close().
 
@@ -33,6 +79,8 @@ def finalize_child(context: Context, release: Callable[..., None], *args: Any) -
     thread's current context as it found it.
     """
     if sys.is_finalizing() or not context.usable:
+        return
+    if capture_deferral.defer(context, release, args):
         return
     with contextlib.suppress(Exception):
         cu.cuCtxPushCurrent(context.raw_handle)

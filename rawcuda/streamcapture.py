@@ -40,6 +40,7 @@ from .checked.errors import ClosedError, CudaError, StreamCaptureError
 from .context import SYNC_LAUNCHES, Context
 from .ffi.constants import STREAM_LEGACY, StreamCaptureMode, StreamCaptureStatus
 from .graph import Graph
+from .resource import capture_deferral
 from .stream import Stream
 
 #: Added to every StreamCaptureError raised inside ``with capture(stream)``.
@@ -102,9 +103,11 @@ class Capture:
             raise RuntimeError(f"{stream!r} is already capturing into {stream.capturing!r}: end that capture first")
         stream.context.activate()
         graph = Graph.for_capture(stream)
+        capture_deferral.begin()  # from here the GC's releases wait (resource.CaptureDeferral says why)
         try:
             cu.cuStreamBeginCapture(handle, int(self.mode))
         except BaseException:
+            capture_deferral.end()
             graph.receive_capture(0)
             raise
         stream.capturing = graph
@@ -120,8 +123,11 @@ class Capture:
         stream.capturing = None
         handle = c_void_p()
         try:
-            stream.context.activate()
-            cu.cuStreamEndCapture(stream.handle, byref(handle))
+            try:
+                stream.context.activate()
+                cu.cuStreamEndCapture(stream.handle, byref(handle))
+            finally:
+                capture_deferral.end()  # the capture is over (or gone): the queued releases may run
         except (CudaError, ClosedError) as end_error:  # invalidated by an illegal call; a poisoned/closed context
             _destroy_quietly(graph.context, handle.value or 0)
             graph.receive_capture(0)

@@ -141,3 +141,51 @@ def test_closing_the_stream_inside_its_capture_is_an_error_not_a_crash(vector_ad
     proc = run_python(script)
     assert proc.returncode == 0, f"exit {proc.returncode}: {proc.stderr[-2000:]}"
     assert "RAISED ClosedError True" in proc.stdout and "AFTER ok" in proc.stdout, proc.stdout + proc.stderr
+
+
+# --- the garbage collector inside a capture -------------------------------------------------------------------
+class _Cycle:
+    """Holds rawcuda objects in a reference cycle: only the cyclic GC frees them."""
+
+    def __init__(self, stream: Stream) -> None:
+        self.me = self
+        self.buffer = DeviceBuffer.empty(1 << 20)  # 4 MiB: its cuMemFree is what capture forbids
+        self.stream = Stream()  # its cuStreamSynchronize + cuStreamDestroy too
+        self.event = rawcuda.Event()
+
+
+def test_garbage_collected_inside_a_capture_is_released_after_it(
+    rng: np.random.Generator, stream: Stream, vector_add: rawcuda.Function
+) -> None:
+    # Seen on the H200: test_streamcapture failed after other test files had left cycles behind -- the GC ran
+    # inside a capture, a finalizer called cuMemFree on the capturing thread, and the driver invalidated the
+    # capture. rawcuda.resource.CaptureDeferral holds such releases until the capture ends.
+    import gc
+    import weakref
+
+    from rawcuda.resource import capture_deferral
+
+    a, b = (rng.standard_normal(N, dtype=np.float32) for _ in range(2))
+    da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty(N)
+    dc.fill(NAN)
+    gc.disable()
+    try:
+        garbage = _Cycle(stream)
+        gone = weakref.ref(garbage.buffer)
+        del garbage
+        with capture(stream) as graph:
+            vector_add.launch(grid_for(N, BLOCK), BLOCK, dc, da, db, N, stream=stream)
+            gc.collect()  # the cycle dies here, inside the capture
+            assert gone() is None
+            assert capture_deferral.pending() >= 3, "the buffer, stream and event wait for the capture's end"
+        assert capture_deferral.pending() == 0, "the capture's end ran the deferred releases"
+    finally:
+        gc.enable()
+    exec_ = graph.instantiate()
+    exec_.launch(stream)
+    stream.synchronize()
+    np.testing.assert_array_equal(dc.to_array(), a + b)
+    exec_.close()
+    graph.close()
+    for buf in (da, db, dc):
+        buf.close()
