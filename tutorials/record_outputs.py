@@ -42,7 +42,7 @@ from rawcuda.tools import cli
 TUTORIAL_DIR = Path(__file__).resolve().parent
 TUTORIAL_PATTERN = "[0-9][0-9]*_*.py"  # NN_name.py and NNa_name.py, as tests/cpu/test_tutorials.py collects them
 OUTPUT_MARKER = "--- output ---"  # the header ends at this line; the tutorial's own output follows it
-TIMEOUT_S = 600  # one tutorial; the slowest (08, the crossover sweep) takes well under a minute on the H200
+TIMEOUT_S = 600  # per tutorial: generous, so only a hung tutorial hits it (reported as failed, not waited on)
 TAIL_LINES = 15  # of a failed tutorial's output, shown in the summary
 DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")  # Linux: "NVRM version: ... Kernel Module  580.159 ..."
 _KERNEL_MODULE_VERSION = re.compile(r"Kernel Module\s+(?:for \S+\s+)?(\d[\w.-]*)")
