@@ -1,8 +1,9 @@
 """What more than one test file needs, other than fixtures (those are in tests/conftest.py).
 
 Paths, the one-line reason why there is no GPU, running code in a fresh interpreter (fresh driver state),
-running the command line and the tutorials as a user does, building a C file into a shared library (the
-fake libcuda, the fake libnvrtc), the launch-grid arithmetic, and the event-loop ticker of the asyncio tests.
+running the command line and the tutorials as a user does, importing the tutorials' frame, building a C
+file into a shared library (the fake libcuda, the fake libnvrtc), the launch-grid arithmetic, and the
+event-loop ticker of the asyncio tests.
 Importing this module touches no driver.
 """
 
@@ -11,11 +12,13 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import functools
+import importlib
 import os
 import subprocess
 import sys
 import time
 from pathlib import Path
+from types import ModuleType
 from typing import TYPE_CHECKING
 
 import numpy as np
@@ -28,6 +31,7 @@ TESTS_DIR = Path(__file__).resolve().parent
 ROOT = TESTS_DIR.parent
 CPU_DIR = TESTS_DIR / "cpu"  # tests that need no GPU: they run everywhere
 GPU_DIR = TESTS_DIR / "gpu"  # tests that need one: conftest.py marks every test collected from here `gpu`
+TUTORIAL_DIR = ROOT / "tutorials"
 EXIT_NO_GPU = 77  # the documented exit status of the demo and the tutorials on a machine without a GPU
 BLOCK = 256  # threads per block of the tests' 1-D launches
 NAN32 = np.float32(np.nan)
@@ -96,6 +100,14 @@ def run_tutorial(
         text=True,
         timeout=timeout,
     )
+
+
+def tutorial_module(name: str) -> ModuleType:
+    """tutorials/NAME.py imported into this process (the frame ``_tutorial``, the recorder ``record_outputs``),
+    found by name from tutorials/ as the tutorials themselves find it. Importing them touches no driver."""
+    if str(TUTORIAL_DIR) not in sys.path:
+        sys.path.insert(0, str(TUTORIAL_DIR))
+    return importlib.import_module(name)
 
 
 def build_shared_library(source: Path, out: Path, what: str) -> Path:

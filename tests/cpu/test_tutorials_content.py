@@ -85,7 +85,7 @@ def test_tutorial_step_mode_without_gpu(name: str) -> None:
     proc = run_by_name(name, "--step", stdin=ENTER_PRESSES)
     output = proc.stdout + proc.stderr
     assert "Traceback" not in output, output
-    assert "[press Enter for step 1]" in proc.stdout, "--step pauses before the first step"
+    assert "[Enter: run step 1, q: quit]" in proc.stdout, "--step pauses before the first step"
     assert proc.returncode == EXIT_NO_GPU, output
     assert sum(line.startswith("skipped:") for line in proc.stdout.splitlines()) == 1, output
 
