@@ -28,11 +28,20 @@ from typing import Any
 
 import pytest
 
+from rawcuda.ffi import types as rawtypes
 from rawcuda.ffi.cuda import TABLE
 from rawcuda.ffi.decl import Decl
 from rawcuda.tools import cheader, headercheck
 from tests.cpu import test_tutorials_content as content
-from tests.helpers import EXIT_NO_GPU, ROOT, TESTS_DIR, build_shared_library, python_env
+from tests.helpers import (
+    EXIT_NO_GPU,
+    ROOT,
+    TESTS_DIR,
+    build_shared_library,
+    gpu_unavailable_reason,
+    python_env,
+    run_tutorial,
+)
 
 TUTORIALS = ROOT / "tutorials"
 RAW = "00_raw_ctypes.py"
@@ -215,3 +224,72 @@ def test_the_errcheck_names_the_code(raw: ModuleType, fake_host_libcuda: Path) -
         fn(ctypes.byref(ctypes.c_uint64()), 1)
     assert (info.value.code, info.value.name, info.value.call) == (201, "CUDA_ERROR_INVALID_CONTEXT", "cuMemAlloc_v2")
     assert raw.error_name(lib, 12345) == "an unknown code"
+
+
+# --- tutorials 09, 10, 13: the struct or callback written out before the class --------------------------------------
+HAND_STRUCTS = [
+    ("09_graphs.py", "KernelNodeParams", rawtypes.CUDA_KERNEL_NODE_PARAMS),
+    ("13_growable_buffer.py", "MemAllocationProp", rawtypes.CUmemAllocationProp),
+]
+
+
+@pytest.mark.parametrize(("name", "struct", "theirs"), HAND_STRUCTS, ids=[s for _, s, _ in HAND_STRUCTS])
+def test_hand_written_struct_is_laid_out_as_rawcudas(name: str, struct: str, theirs: type) -> None:
+    mine = getattr(load_tutorial(name), struct)
+    assert ctypes.sizeof(mine) == ctypes.sizeof(theirs)
+    assert headercheck_paths(mine) == headercheck_paths(theirs)
+
+
+def headercheck_paths(cls: type) -> list[tuple[str, int, int]]:
+    """(dotted field, offset, size) of every field, nested structs included -- what the layout probe compares."""
+    rows = []
+    for name, ftype, *_ in cls._fields_:
+        offset, size = getattr(cls, name).offset, ctypes.sizeof(ftype)
+        rows.append((name, offset, size))
+        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+            rows += [(f"{name}.{sub}", offset + o, s) for sub, o, s in headercheck_paths(ftype)]
+    return rows
+
+
+@needs_header
+@needs_compiler
+@pytest.mark.parametrize(("name", "struct", "theirs"), HAND_STRUCTS, ids=[s for _, s, _ in HAND_STRUCTS])
+def test_hand_written_struct_matches_the_c_compiler(name: str, struct: str, theirs: type) -> None:
+    mine = getattr(load_tutorial(name), struct)
+    probe = type(f"{struct}Probe", (mine,), {"_c_name_": theirs._c_name_})  # the C name to compare with
+    assert headercheck.struct_layout_problems(str(HEADER), [probe]) == []
+
+
+def test_hand_written_callback_type_is_rawcudas() -> None:
+    tutorial = load_tutorial("10_asyncio.py")
+    assert tutorial.HostFn._restype_ is rawtypes.CUhostFn._restype_ is None  # void
+    assert tutorial.HostFn._argtypes_ == rawtypes.CUhostFn._argtypes_ == (ctypes.c_void_p,)
+    assert tutorial.HostFn._flags_ == rawtypes.CUhostFn._flags_  # the same calling convention
+    assert isinstance(tutorial.ON_HOST, tutorial.HostFn)  # module level: it outlives every call
+
+
+def test_callback_lifetime_demonstration_is_real() -> None:
+    tutorial = load_tutorial("10_asyncio.py")
+    assert tutorial.freed_when_unreferenced() == (True, True)
+
+
+def test_host_function_records_its_call_and_never_raises() -> None:
+    tutorial = load_tutorial("10_asyncio.py")
+    tutorial.host_called.clear()
+    tutorial.ON_HOST(7)  # through the C pointer, as the driver calls it
+    assert tutorial.host_called.is_set() and tutorial.host_calls[-1][0] == 7
+    tutorial.host_calls = None  # break the recording: the host function must swallow the error, not raise
+    try:
+        tutorial.on_host(8)
+    finally:
+        tutorial.host_calls = []
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is present: test_tutorials.py runs them for real")
+@pytest.mark.parametrize("name", ["09_graphs.py", "10_asyncio.py", "13_growable_buffer.py"])
+def test_raw_first_step_runs_without_a_gpu(name: str) -> None:
+    proc = run_tutorial(TUTORIALS / name, timeout=TIMEOUT_S)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
+    first = proc.stdout.split("== step 2:")[0]
+    assert "== step 1: raw ctypes first" in first and "   ok: " in first, output  # verified with no driver
