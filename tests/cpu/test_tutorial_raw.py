@@ -153,6 +153,8 @@ def declared(raw: ModuleType) -> dict[str, SimpleNamespace]:
 
 def test_raw_tutorial_declares_exactly_its_symbol_list(raw: ModuleType) -> None:
     assert sorted(declared(raw)) == sorted(raw.SYMBOLS)  # the errcheck loop covers what declare() declared
+    count = f"for {len(raw.SYMBOLS)} functions"  # what the docstring and the README row promise
+    assert count in " ".join(raw.__doc__.split()) and count in (TUTORIALS / "README.md").read_text()
 
 
 @needs_header
