@@ -3,7 +3,12 @@
 This is the seed article's case 1 (``vector_add_cust``) without cust: every piece of glue that
 ``cust::quick_init``, ``DeviceBuffer``, ``Module::from_ptx`` and ``launch!`` hide is written out, one
 driver call at a time, through ``rawcuda.checked.cu`` -- the table rows bound to libcuda, where each
-non-zero CUresult becomes an exception. Tutorial 02 does the same job with rawcuda's classes.
+non-zero CUresult becomes an exception. Tutorial 00 writes those rows and that check by hand, with bare
+ctypes; tutorial 02 does the same job with rawcuda's classes.
+
+The kernel is shown before it is launched: first the three-line version every CUDA course starts with,
+then what ``kernels/vector_add.cu`` really ships (a grid-stride loop over float4 pairs) and why -- and
+why the grid of the naive kernel, ceil(N / 256) blocks, is still correct for it (so is one block).
 
 Run:  python tutorials/01_raw_vector_add.py [--step]
 """
@@ -11,7 +16,9 @@ Run:  python tutorials/01_raw_vector_add.py [--step]
 from __future__ import annotations
 
 import ctypes
+import re
 from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p
+from pathlib import Path
 
 import numpy as np
 from _tutorial import Tutorial, run
@@ -26,6 +33,21 @@ BLOCK = 256  # threads per block, the seed's choice: a multiple of the warp size
 NAN_BITS = 0x7FC00000  # a float32 quiet NaN, as a 32-bit pattern for cuMemsetD32
 LOG_BYTES = 8192  # capacity of each JIT log buffer
 FLOAT_BYTES = 4
+SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "vector_add.cu"  # in a source checkout
+NAIVE_KERNEL = """\
+extern "C" __global__ void vector_add(float *c, const float *a, const float *b, size_t n) {
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per element
+    if (i < n) c[i] = a[i] + b[i];                              // the last block's extra threads do nothing
+}"""
+
+
+def shipped_kernel() -> str:
+    """The ``vector_add`` function of kernels/vector_add.cu (from ``extern "C"`` to its closing brace)."""
+    if not SOURCE.is_file():
+        return f"({SOURCE} is not here: an installed rawcuda ships the PTX, not the .cu source)"
+    text = SOURCE.read_text()
+    match = re.search(r'^extern "C" __global__ void\s+vector_add\(.*?^}', text, re.S | re.M)
+    return match.group(0) if match else f"(no vector_add function found in {SOURCE})"
 
 
 def main(t: Tutorial) -> None:
@@ -98,6 +120,21 @@ def main(t: Tutorial) -> None:
         "the data has been taken: safe to reuse a and b afterwards"
     )
 
+    t.step("the kernel: the naive three lines, then what kernels/vector_add.cu ships")
+    t.say(f"naive -- one thread per element, so the grid must cover n:\n{NAIVE_KERNEL}")
+    t.say(f"shipped -- {SOURCE.name}:\n{shipped_kernel()}")
+    t.say(
+        "Why it differs (the file's header comment says the same): vector add is memory-bound, one add per\n"
+        "12 bytes moved, so the kernel is written for the memory system. float4 loads and stores move 16 bytes\n"
+        "per instruction when a, b and c are 16-byte aligned (cuMemAlloc gives 256-byte alignment); two float4\n"
+        "pairs are loaded before either is added, to keep more bytes in flight; the scalar loop does the last\n"
+        "n % 4 elements (or everything, for unaligned views). And it is a grid-stride loop: each thread steps\n"
+        "by the total number of threads, so ANY grid covers ANY n -- even n beyond 2^31, with size_t indices.\n"
+        "So the grid this tutorial computes for the naive kernel, ceil(N / 256), is correct here too (three in\n"
+        "four threads find no float4 of their own and exit); rawcuda.ops caps it at 32 blocks per SM instead,\n"
+        "and a later step launches a single block to prove the point."
+    )
+
     t.step("load the PTX with cuModuleLoadDataEx, handing the JIT two log buffers")
     ptx_file = kernels.ptx_path("vector_add")
     ptx = ptx_file.read_bytes() + b"\0"  # the driver reads PTX as a C string: NUL-terminate it
@@ -145,6 +182,18 @@ def main(t: Tutorial) -> None:
     expected = a + b  # float32 + float32 is correctly rounded on both sides: the results must be identical
     t.check(bool(np.array_equal(c, expected)), f"all {N:,} sums equal numpy's a + b exactly")
     t.say(f"c[:3] = {c[:3]}")
+
+    t.step(f"the grid-stride loop: the same launch with ONE block of {BLOCK} threads gives the same result")
+    c_one = np.empty(N, dtype=np.float32)
+    cu.cuMemsetD32Async(d_c, NAN_BITS, N, stream)  # poison again: the one-block launch must write every element
+    cu.cuLaunchKernel(kernel, 1, 1, 1, BLOCK, 1, 1, 0, stream, kernel_params, None)
+    cu.cuMemcpyDtoHAsync(c_one.ctypes.data, d_c, nbytes, stream)
+    cu.cuStreamSynchronize(stream)
+    t.check(bool(np.array_equal(c_one, expected)), f"one block covered all {N:,} elements, each exactly right")
+    t.say(
+        f"each of the {BLOCK} threads looped over about {N // 4 // BLOCK:,} float4s; a naive kernel launched like\n"
+        f"this would have written only the first {BLOCK} elements"
+    )
 
     t.step("clean up in the right order: buffers, module and stream first, the context last")
     for ptr in (d_a, d_b, d_c):

@@ -6,21 +6,40 @@ driver calls of tutorial 01 that line replaces. What the classes add on top of s
 lines: shapes and dtypes checked before any copy, kernel arguments checked against the kernel's PTX
 signature before the launch, and objects that free themselves in the right order.
 
+The launch step also shows the kernel: a naive one-thread-per-element version beside the lines of
+``kernels/vector_add.cu`` that make it a grid-stride loop -- which is why this tutorial sizes the grid as
+rawcuda.ops does (at most 32 blocks per SM) instead of one thread per element.
+
 Run:  python tutorials/02_classes_vector_add.py [--step]
 """
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import Context, Device, DeviceBuffer, Module, Stream
+from rawcuda import Context, Device, DeviceBuffer, Module, Stream, ops
 from rawcuda.ffi.constants import CtxFlag, StreamFlag
 from rawcuda.kernelargs import ArgumentError
 
 N = 1_000_000
 BLOCK = 256
+SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "vector_add.cu"  # in a source checkout
+NAIVE_KERNEL = """\
+    size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per element
+    if (i < n) c[i] = a[i] + b[i];"""
+GRID_STRIDE_MARKERS = ("const size_t thread =", "const size_t threads =", "for (size_t i = scalar_start")
+
+
+def grid_stride_lines() -> str:
+    """The lines of kernels/vector_add.cu that make it a grid-stride loop."""
+    if not SOURCE.is_file():
+        return f"    ({SOURCE} is not here: an installed rawcuda ships the PTX only)"
+    lines = [line for line in SOURCE.read_text().splitlines() if line.strip().startswith(GRID_STRIDE_MARKERS)]
+    return "\n".join(lines) + "\n    ...       (and a float4 loop over the aligned part before the scalar one)"
 
 
 def show(t: Tutorial, cust: str, rawcuda_line: str, raw: str) -> None:
@@ -101,7 +120,15 @@ def main(t: Tutorial) -> None:
             kernel.launch(1, BLOCK, d_c, a, d_b, N, stream=stream)  # a host array by mistake
         except ArgumentError as exc:
             t.say(f"a mistake caught before the driver saw it:\n  {exc}")
-        grid = (N + BLOCK - 1) // BLOCK
+        # The grid rawcuda.ops uses for this kernel: enough blocks to fill the GPU a few times over, no more.
+        grid = min((N + BLOCK - 1) // BLOCK, ops.WAVES * dev.multiprocessor_count)
+        t.say(
+            f"the naive kernel needs one thread per element, grid = ceil(N / {BLOCK}) = {(N + BLOCK - 1) // BLOCK:,}:\n"
+            f"{NAIVE_KERNEL}\n"
+            f"{SOURCE.name} is a grid-stride loop over float4s, so any grid covers any n:\n{grid_stride_lines()}\n"
+            f"grid = min(ceil(N / {BLOCK}), {ops.WAVES} x {dev.multiprocessor_count} SMs) = {grid:,} blocks "
+            "(tutorial 01 shows the whole kernel, and one block doing all of it)"
+        )
         kernel.launch(grid, BLOCK, d_c, d_a, d_b, N, stream=stream)
 
         t.step("copy back and verify")

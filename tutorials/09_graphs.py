@@ -8,7 +8,12 @@ private and unfinished), so the seed falls back to hand-written FFI. rawcuda's i
 ``rawcuda/streamcapture.py`` (capture), ``rawcuda/graph.py``, ``rawcuda/kernelnode.py`` and
 ``rawcuda/graphexec.py`` -- over the rows of ``rawcuda/ffi/cuda/graph.py``.
 
-This tutorial builds exactly that pipeline -- 5 layers of ``act(x @ Wa) @ Wb`` -- runs it with ordinary
+It starts where the seed says you must: by hand. The first steps write ``CUDA_KERNEL_NODE_PARAMS`` as a
+raw ``ctypes.Structure`` (fields, sizes, padding), add one vector_add node with a hand-bound
+``cuGraphAddKernelNode_v2``, and prove who owns the ``kernelParams`` array (the driver copies it, and the
+values it points to, during the call); then the same node through rawcuda's ``Graph.add_kernel``.
+
+Then it builds exactly that pipeline -- 5 layers of ``act(x @ Wa) @ Wb`` -- runs it with ordinary
 launches, captures the *same Python code* into a graph, replays it, proves the replay computes the same
 thing bit for bit, changes the weights of one kernel inside the executable graph, shows what capture
 forbids, and times launches against replay. bench/graphs.py measures the seed's claim at several sizes.
@@ -18,26 +23,74 @@ Run:  python tutorials/09_graphs.py [--step]
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
+from ctypes import POINTER, byref, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from typing import Any
 
 import numpy as np
 from _tutorial import Tutorial, run
 
-from rawcuda import Device, DeviceBuffer, Stream, StreamCaptureError, ops
+from rawcuda import Device, DeviceBuffer, Graph, Module, Stream, StreamCaptureError, kernels, ops
+from rawcuda.checked import cu, raise_for
 from rawcuda.ffi.constants import StreamCaptureStatus
+from rawcuda.ffi.types import CUDA_KERNEL_NODE_PARAMS
 from rawcuda.streamcapture import capture, capture_status
 
 TOKENS = 64  # rows of activations: a small batch, where launch overhead matters most
 HIDDEN = 256
 LAYERS = 5  # each: matmul -> activation -> matmul: 10 matmuls + 5 element-wise kernels
 KERNELS = 3 * LAYERS
-THIRD = 2  # index of the kernel whose arguments step 6 changes (the 2nd matmul of layer 0)
+THIRD = 2  # index of the kernel whose arguments a later step changes (the 2nd matmul of layer 0)
 TOLERANCE = 1e-4  # of max |reference|: a float32 chain of 10 matmuls is off by about 1e-6 of it
 WARMUP = 20
 REPS = 200
 US_PER_S = 1_000_000
 NAN = np.float32(np.nan)
+RAW_N = 100_003  # elements of the hand-built node's vector add (not a multiple of 4 or 256)
+BLOCK = 256
+GRAPH_FLAGS = 0  # cuGraphCreate / cuGraphInstantiateWithFlags: no flags
+
+
+class KernelNodeParams(ctypes.Structure):
+    """cuda.h's CUDA_KERNEL_NODE_PARAMS (= CUDA_KERNEL_NODE_PARAMS_v2), written out by hand."""
+
+    _fields_ = [
+        ("func", c_void_p),  # CUfunction: the kernel to run
+        ("gridDimX", c_uint),
+        ("gridDimY", c_uint),
+        ("gridDimZ", c_uint),
+        ("blockDimX", c_uint),
+        ("blockDimY", c_uint),
+        ("blockDimZ", c_uint),
+        ("sharedMemBytes", c_uint),  # dynamic shared memory per block
+        ("kernelParams", POINTER(c_void_p)),  # void **: entry i points at argument i, as for cuLaunchKernel
+        ("extra", POINTER(c_void_p)),  # void **: the other way to pass arguments; NULL when kernelParams is used
+        ("kern", c_void_p),  # CUkernel: used only when func is NULL
+        ("ctx", c_void_p),  # CUcontext: NULL = the current one (ignored when func is set)
+    ]
+
+
+def layout(struct: type[ctypes.Structure]) -> list[tuple[str, int, int]]:
+    """(field, offset, size) of every field of a ctypes Structure."""
+    return [(name, getattr(struct, name).offset, getattr(struct, name).size) for name, *_ in struct._fields_]
+
+
+def layout_text(struct: type[ctypes.Structure]) -> str:
+    lines, end = [], 0
+    for name, offset, size in layout(struct):
+        if offset > end:
+            lines.append(f"  {end:3}  {offset - end:2} bytes of padding (the next field is 8-byte aligned)")
+        lines.append(f"  {offset:3}  {size:2}  {name}")
+        end = offset + size
+    return "offset size field\n" + "\n".join(lines) + f"\nsizeof = {ctypes.sizeof(struct)}"
+
+
+def checked(code: int, name: str, *args: Any) -> None:
+    """A hand-bound call's CUresult: rawcuda's exception for it when it is not 0 (rawcuda.checked.raise_for)."""
+    if code:
+        raise_for(code, name, args)
 
 
 def gelu64(x: np.ndarray) -> np.ndarray:
@@ -108,9 +161,101 @@ def wall_us(work: object, stream: Stream) -> float:
     return statistics.median(times)
 
 
+def raw_kernel_node(t: Tutorial, rng: np.random.Generator) -> None:
+    """Steps 1-3: the struct by hand, one node added with it by hand, then the same node with rawcuda's class."""
+    t.step("raw ctypes first: CUDA_KERNEL_NODE_PARAMS written out as a ctypes.Structure")
+    t.say(layout_text(KernelNodeParams))
+    t.check(
+        ctypes.sizeof(KernelNodeParams) == ctypes.sizeof(CUDA_KERNEL_NODE_PARAMS)
+        and layout(KernelNodeParams) == layout(CUDA_KERNEL_NODE_PARAMS),
+        "the size and every field offset equal rawcuda's CUDA_KERNEL_NODE_PARAMS (which headercheck proves "
+        "against the C compiler)",
+    )
+
+    t.step("one kernel node by hand: a hand-bound cuGraphAddKernelNode_v2 -- and who owns kernelParams")
+    module = Module(kernels.ptx_path("vector_add"))
+    vector_add = module.function("vector_add")
+    stream = Stream()
+    a, b = rng.standard_normal(RAW_N, dtype=np.float32), rng.standard_normal(RAW_N, dtype=np.float32)
+    d_a, d_b = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b)
+    d_c, d_decoy = DeviceBuffer.empty(RAW_N), DeviceBuffer.empty(RAW_N)
+    for out in (d_c, d_decoy):
+        out.fill(NAN)  # poison both: only the buffer the node really names may change
+    # vector_add(float *c, const float *a, const float *b, size_t n): four 8-byte values, one pointer to each
+    values = [c_uint64(d_c.ptr), c_uint64(d_a.ptr), c_uint64(d_b.ptr), c_uint64(RAW_N)]
+    kernel_params = (c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    grid = (RAW_N + BLOCK - 1) // BLOCK
+    params = KernelNodeParams(
+        vector_add.handle, grid, 1, 1, BLOCK, 1, 1, 0, ctypes.cast(kernel_params, POINTER(c_void_p)), None, None, None
+    )
+    driver = cu.library().handle  # the libcuda rawcuda opened; handle[symbol] gives a fresh, untyped pointer
+    add_node = driver["cuGraphAddKernelNode_v2"]  # cuda.h: #define cuGraphAddKernelNode cuGraphAddKernelNode_v2
+    add_node.restype = c_int
+    # (CUgraphNode *phGraphNode, CUgraph hGraph, const CUgraphNode *dependencies, size_t numDependencies,
+    #  const CUDA_KERNEL_NODE_PARAMS *nodeParams)
+    add_node.argtypes = [POINTER(c_void_p), c_void_p, POINTER(c_void_p), c_size_t, POINTER(KernelNodeParams)]
+    get_params = driver["cuGraphKernelNodeGetParams_v2"]
+    get_params.restype = c_int
+    get_params.argtypes = [c_void_p, POINTER(KernelNodeParams)]  # (CUgraphNode hNode, CUDA_KERNEL_NODE_PARAMS *)
+
+    vector_add.context.activate()  # the driver calls below act on the current context
+    graph, node, graph_exec = c_void_p(), c_void_p(), c_void_p()
+    cu.cuGraphCreate(byref(graph), GRAPH_FLAGS)
+    checked(add_node(byref(node), graph, None, 0, byref(params)), "cuGraphAddKernelNode")
+    values[0].value = d_decoy.ptr  # after the call: change argument 0 in OUR copy to the decoy buffer
+    stored = KernelNodeParams()
+    checked(get_params(node, byref(stored)), "cuGraphKernelNodeGetParams", node)
+    t.check(bool(stored.kernelParams), "the node hands back its arguments as a kernelParams array")
+    stored_c = c_uint64.from_address(stored.kernelParams[0]).value  # read-only: that memory is the node's
+    cu.cuGraphInstantiate(byref(graph_exec), graph, GRAPH_FLAGS)
+    cu.cuGraphLaunch(graph_exec, stream.handle)
+    stream.synchronize()
+    t.say(
+        f"our kernelParams array at {ctypes.addressof(kernel_params):#x}; the node's (cuGraphKernelNodeGetParams) "
+        f"at {ctypes.cast(stored.kernelParams, c_void_p).value or 0:#x}\n"
+        f"after the call we pointed our argument 0 at the decoy {d_decoy.ptr:#x}; the node still holds "
+        f"{stored_c:#x} (c)\n"
+        "cuda.h, cuGraphAddKernelNode: 'The kernelParams or extra array, as well as the argument values it\n"
+        "points to, are copied during this call.' So our array and values need to live only until it returns\n"
+        "(cuGraphKernelNodeGetParams's copy belongs to the node: read it, never write or free it). What must\n"
+        "outlive the graph is what those values *name*: the buffers. The graph stores addresses, not data."
+    )
+    t.check(
+        stored_c == d_c.ptr
+        and bool(np.array_equal(d_c.to_array(), a + b))
+        and bool(np.isnan(d_decoy.to_array()).all()),
+        "the replay wrote c = a + b and left the decoy untouched: the node kept its own copy of the arguments",
+    )
+    cu.cuGraphExecDestroy(graph_exec)
+    cu.cuGraphDestroy(graph)
+
+    t.step("the same node with the class: Graph.add_kernel checks, packs, and keeps the arguments alive")
+    d_c.fill(NAN)
+    with_class = Graph()
+    kernel_node = with_class.add_kernel(vector_add, grid, BLOCK, d_c, d_a, d_b, RAW_N)  # checked against the PTX
+    exec_ = with_class.instantiate()
+    exec_.launch(stream)
+    t.check(bool(np.array_equal(d_c.to_array(stream=stream), a + b)), "the class's node computes the same c = a + b")
+    t.say(
+        f"{kernel_node!r}: raw_args() = ({', '.join(f'{v:#x}' for v in kernel_node.raw_args())})\n"
+        "add_kernel fills rawcuda's CUDA_KERNEL_NODE_PARAMS (rawcuda/kernelnode.py) from the packed arguments and\n"
+        "keeps (function, args, packed block) with the node -- not for the driver, which copied the values, but\n"
+        "for the GPU: the buffers must outlive every replay, and a replay is refused once one of them is closed.\n"
+        "cust: no API for this. Its graph module is private (lib.rs: `mod graph;`) and unfinished -- its\n"
+        "kernel_invocation! macro builds the argument-pointer array, then passes an empty one. The seed's\n"
+        "fallback in Rust is cust_raw::driver_sys (bindgen over all of cuda.h): unsafe cuGraphAddKernelNode with\n"
+        "a driver_sys::CUDA_KERNEL_NODE_PARAMS -- this step's first half, in Rust."
+    )
+    exec_.close()
+    with_class.close()
+    for obj in (d_a, d_b, d_c, d_decoy, module, stream):
+        obj.close()
+
+
 def main(t: Tutorial) -> None:
-    dev = Device(0)
     rng = np.random.default_rng()
+    raw_kernel_node(t, rng)
+    dev = Device(0)
     stream = Stream()
 
     t.step(

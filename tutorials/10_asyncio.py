@@ -11,6 +11,12 @@ stream reaches it (``cuLaunchHostFunc``); that function only wakes the loop
 mention: ``Stream::add_callback`` (``cuStreamAddCallback``) runs a closure when the stream gets there, and
 that closure can wake a Tokio future -- no thread pool needed.
 
+The callback is written by hand first: the C function-pointer type as a raw ``ctypes.CFUNCTYPE``, the
+trap that comes with it (a CFUNCTYPE object is code made at run time and freed with the object: if it is
+collected before the driver calls it, the driver jumps into freed memory -- shown here on an object that
+no C code holds, never on one the driver holds), and ``cuLaunchHostFunc`` bound and called by hand. Then
+rawcuda's ``await stream``, which keeps one such object alive for the life of the process.
+
 To *see* the difference, the GPU must be busy for a known time: ``kernels/spin.cu`` busy-waits on the GPU's
 nanosecond clock (``%globaltimer``) for as long as it is told. A ticker coroutine ticks every 10 ms and
 records the longest gap between ticks: that gap is how long the loop was unavailable.
@@ -21,14 +27,20 @@ Run:  python tutorials/10_asyncio.py [--step]
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import ctypes
+import threading
 import time
+import weakref
 from collections.abc import Awaitable, Callable
+from ctypes import c_int, c_void_p
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
 from rawcuda import Event, Module, Stream, aio
+from rawcuda.checked import cu, raise_for
 
 NS_PER_S = 1_000_000_000
 MS_PER_S = 1000
@@ -38,6 +50,47 @@ RESPONSIVE_S = 0.1  # a loop that never blocks keeps every gap far below this
 CONCURRENT = 100
 SPIN_RANGE_S = (0.05, 0.25)  # the 100 concurrent kernels' durations
 EARLY_S = 0.02  # clock granularity: a wait may end this much before the nominal duration
+RAW_SPIN_S = 0.2  # the kernel the hand-bound host function waits behind
+HOST_FN_TIMEOUT_S = 30.0  # far longer than RAW_SPIN_S: only a host function that never runs gets near it
+USER_TOKEN = 42  # userData for the hand-bound call: an integer, not a pointer to anything
+
+#: typedef void (CUDA_CB *CUhostFn)(void *userData);  -- written by hand: returns nothing, takes one void *
+HostFn = ctypes.CFUNCTYPE(None, c_void_p)
+
+host_calls: list[tuple[int | None, int]] = []  # (userData, thread id) of each call of on_host
+host_called = threading.Event()
+
+
+def on_host(user_data: int | None) -> None:
+    """Runs on a driver thread when the stream gets here. It must not call CUDA and must not raise (an
+    exception cannot travel back into C), so it only records the call and wakes the waiting thread."""
+    with contextlib.suppress(BaseException):
+        host_calls.append((user_data, threading.get_ident()))
+        host_called.set()
+
+
+#: Module level, like rawcuda's own (rawcuda/aio.py): alive for as long as the driver might call it.
+ON_HOST = HostFn(on_host)
+
+
+def freed_when_unreferenced() -> tuple[bool, bool]:
+    """A CFUNCTYPE object and the Python function it wraps: (alive while referenced, freed as soon as not).
+
+    Harmless here -- no C code holds this pointer. Passed inline to cuLaunchHostFunc,
+    ``cuLaunchHostFunc(stream, HostFn(callback), None)``, the object's only reference is the call itself:
+    it is freed when the call returns, and the driver later calls freed memory.
+    """
+    freed: list[bool] = []
+
+    def callback(user_data: int | None) -> None:  # never called
+        pass
+
+    weakref.finalize(callback, freed.append, True)
+    thunk = HostFn(callback)
+    del callback  # now only the CFUNCTYPE object holds the function
+    alive = not freed
+    del thunk  # the last reference: CPython frees it at once (and the code the driver would jump to)
+    return alive, bool(freed)
 
 
 async def ticker(stop: asyncio.Event) -> float:
@@ -63,6 +116,19 @@ async def with_ticker(work: Callable[[], Awaitable[None]]) -> tuple[float, float
 
 
 def main(t: Tutorial) -> None:
+    t.step("raw ctypes first: the callback type by hand, and the callback-lifetime trap")
+    alive, freed = freed_when_unreferenced()
+    t.say(
+        "HostFn = ctypes.CFUNCTYPE(None, c_void_p)   # void (*)(void *userData): cuda.h's CUhostFn\n"
+        "HostFn(python_function) makes a C function pointer at run time: a small piece of executable code\n"
+        "(libffi's closure) that enters the interpreter and calls the Python function. That code belongs to\n"
+        "the Python object -- it is freed with it -- and ctypes keeps an argument alive only *during* a call.\n"
+        "cuLaunchHostFunc returns at once; the driver calls the pointer later, from its own thread. So the\n"
+        "object must stay referenced until the driver has called it and returned. Proof of the freeing, on a\n"
+        f"pointer no C code holds: alive while referenced: {alive}; freed the moment it was not: {freed}"
+    )
+    t.check(alive and freed, "a CFUNCTYPE object lives exactly as long as Python references it")
+
     t.step("a kernel of known duration: spin(ns) busy-waits on the GPU's %globaltimer")
     spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
     spin.launch(1, 1, 0)  # the first launch loads the kernel: do it before anything is timed
@@ -72,6 +138,40 @@ def main(t: Tutorial) -> None:
 
     def busy(seconds: float, on: Stream) -> None:
         spin.launch(1, 1, round(seconds * NS_PER_S), stream=on)
+
+    t.step(f"cuLaunchHostFunc by hand: Python called on a driver thread once a {RAW_SPIN_S:g} s kernel is done")
+    launch_host_func = cu.library().handle["cuLaunchHostFunc"]  # a fresh, untyped pointer to the symbol
+    launch_host_func.restype = c_int  # CUresult
+    launch_host_func.argtypes = [c_void_p, HostFn, c_void_p]  # (CUstream hStream, CUhostFn fn, void *userData)
+    busy(RAW_SPIN_S, stream)
+    marker = Event(timing=False).record(stream)  # done exactly when the kernel is
+    host_called.clear()
+    code = launch_host_func(stream.handle, ON_HOST, USER_TOKEN)
+    if code:
+        raise_for(code, "cuLaunchHostFunc", (stream.handle, ON_HOST, USER_TOKEN))
+    queued_done = marker.query()
+    ran = host_called.wait(HOST_FN_TIMEOUT_S)
+    stream.synchronize()  # the host function is stream work: wait for the stream before going on
+    token, thread = host_calls[-1] if host_calls else (None, 0)
+    t.say(
+        f"right after cuLaunchHostFunc returned the kernel was {'done' if queued_done else 'still running'}; "
+        f"on_host ran with userData={token} on thread {thread:#x} (this one is {threading.get_ident():#x})\n"
+        "ON_HOST is module-level, so it outlives every call. userData is the integer 42, not a pointer to a\n"
+        "Python object: nothing else has to stay alive for the C side. rawcuda/aio.py does the same with one\n"
+        "module-level CUhostFn (rawcuda.ffi.types.CUhostFn, this same type) for every `await`, an integer token\n"
+        "as userData, and a registry from token to the waiting Future.\n"
+        "cust: Stream::add_callback(Box<FnOnce(CudaResult<()>) + Send>) calls cuStreamAddCallback with\n"
+        'callback_wrapper::<T>, an `extern "C" fn` compiled into the program (it never dies), and the boxed\n'
+        "closure as userData via Box::into_raw: the driver owns the closure until callback_wrapper rebuilds\n"
+        "the Box, calls it once (inside catch_unwind: no panic crosses into C) and drops it. Python has no\n"
+        "compiled code to point at, so the object itself must be kept. (cuda.h: cuStreamAddCallback is\n"
+        "'slated for eventual deprecation'; it suggests cuLaunchHostFunc.)"
+    )
+    t.check(
+        ran and token == USER_TOKEN and thread != threading.get_ident() and marker.query(),
+        "the driver called on_host on its own thread, with our userData, after the kernel had finished",
+    )
+    marker.close()
 
     t.step(
         f"the right way: `await stream` while a {SPIN_S:g} s kernel runs, a ticker ticking every "

@@ -14,21 +14,32 @@ chunk by chunk:
 
 ``rawcuda.growable.GrowableBuffer`` does exactly that, and hands out ordinary DeviceBuffer views.
 
+The first steps are the raw half: ``CUmemAllocationProp`` -- the struct that tells cuMemCreate what memory
+to make -- written out as a ``ctypes.Structure`` (nested structs, sizes, padding), checked against
+rawcuda's definition, and used with hand-bound ``cuMemGetAllocationGranularity``, ``cuMemCreate`` and
+``cuMemRelease``. cust has no VMM API at all; the Rust fallback is ``cust_raw::driver_sys``, the same
+calls unsafe.
+
 Run:  python tutorials/13_growable_buffer.py [--step]
 """
 
 from __future__ import annotations
 
+import ctypes
 import time
+from ctypes import POINTER, byref, c_int, c_size_t, c_ubyte, c_uint64, c_ulonglong, c_ushort, c_void_p
+from typing import Any
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
 from rawcuda import Device, DeviceBuffer, ops
+from rawcuda.checked import cu, raise_for
 from rawcuda.context import default_context
 from rawcuda.ffi.attributes import DeviceAttribute
-from rawcuda.ffi.constants import MemGranularity
+from rawcuda.ffi.constants import MemAllocationType, MemGranularity, MemLocationType
+from rawcuda.ffi.types import CUmemAllocationProp
 from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow
 
 GIB = 1 << 30
@@ -37,6 +48,66 @@ CAPACITY = 64 * GIB  # address space only: costs nothing until memory is mapped 
 START = 1 << 20  # elements in the first step of the growth comparison
 DOUBLINGS = 7  # 1 Mi -> 128 Mi float32 elements (4 MiB -> 512 MiB)
 NAN32 = np.float32(np.nan)
+CREATE_FLAGS = 0  # cuMemCreate: "flags for future use, must be zero now" (cuda.h)
+
+
+# --- CUmemAllocationProp, written out by hand (cuda.h: CUmemAllocationProp_v1) ----------------------------------
+class MemLocation(ctypes.Structure):
+    """CUmemLocation: where memory lives -- a type (device, host, host NUMA node) and an id (the ordinal)."""
+
+    _fields_ = [("type", c_int), ("id", c_int)]  # CUmemLocationType is an enum: a 4-byte int
+
+
+class AllocFlags(ctypes.Structure):
+    """The anonymous `struct { ... } allocFlags` inside CUmemAllocationProp."""
+
+    _fields_ = [
+        ("compressionType", c_ubyte),  # unsigned char: compressible memory requested?
+        ("gpuDirectRDMACapable", c_ubyte),  # unsigned char
+        ("usage", c_ushort),  # unsigned short: CU_MEM_CREATE_USAGE_* bits
+        ("reserved", c_ubyte * 4),  # unsigned char reserved[4]: must be zero
+    ]
+
+
+class MemAllocationProp(ctypes.Structure):
+    """CUmemAllocationProp: what kind of physical memory cuMemCreate makes."""
+
+    _fields_ = [
+        ("type", c_int),  # CUmemAllocationType: PINNED, the only kind for device memory
+        ("requestedHandleTypes", c_int),  # CUmemAllocationHandleType: 0 = not exportable to other processes
+        ("location", MemLocation),
+        ("win32HandleMetaData", c_void_p),  # void *: Windows only; "in all other cases ... required to be zero"
+        ("allocFlags", AllocFlags),
+    ]
+
+
+def layout(struct: type[ctypes.Structure], prefix: str = "", base: int = 0) -> list[tuple[str, int, int]]:
+    """(dotted field, offset, size) of every field, nested structs included."""
+    rows = []
+    for name, ftype, *_ in struct._fields_:
+        offset = base + getattr(struct, name).offset
+        rows.append((prefix + name, offset, ctypes.sizeof(ftype)))
+        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+            rows += layout(ftype, f"{prefix}{name}.", offset)
+    return rows
+
+
+def padding(struct: type[ctypes.Structure]) -> int:
+    """Bytes of the struct that belong to no top-level field (alignment holes and tail padding)."""
+    return ctypes.sizeof(struct) - sum(ctypes.sizeof(ftype) for _, ftype, *_ in struct._fields_)
+
+
+def bound(name: str, argtypes: list[Any]) -> Any:
+    """A fresh pointer to driver symbol ``name`` (in the libcuda rawcuda opened), typed by hand: CUresult."""
+    fn = cu.library().handle[name]
+    fn.restype, fn.argtypes = c_int, argtypes
+    return fn
+
+
+def checked(code: int, name: str, *args: Any) -> None:
+    """rawcuda's exception for a hand-bound call's non-zero CUresult (rawcuda.checked.raise_for)."""
+    if code:
+        raise_for(code, name, args)
 
 
 def free_mib() -> float:
@@ -46,8 +117,21 @@ def free_mib() -> float:
 
 
 def main(t: Tutorial) -> None:
-    dev = Device(0)
+    t.step("raw ctypes first: CUmemAllocationProp written out as nested ctypes Structures")
+    t.say(
+        "offset size field\n"
+        + "\n".join(f"  {offset:3}  {size:2}  {name}" for name, offset, size in layout(MemAllocationProp))
+        + f"\nsizeof = {ctypes.sizeof(MemAllocationProp)}, {padding(MemAllocationProp)} bytes of padding: each field "
+        "already falls on its alignment\n(the 8-byte pointer at 16, right after the two 4-byte enums and the "
+        "8-byte location)"
+    )
+    t.check(
+        ctypes.sizeof(MemAllocationProp) == ctypes.sizeof(CUmemAllocationProp)
+        and layout(MemAllocationProp) == layout(CUmemAllocationProp),
+        "every size and offset equals rawcuda's CUmemAllocationProp (proven against the C compiler by headercheck)",
+    )
 
+    dev = Device(0)
     t.step("does this GPU support it, and in what units?")
     supported = dev.attribute(DeviceAttribute.VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED)
     t.check(supported == 1, "CU_DEVICE_ATTRIBUTE_VIRTUAL_MEMORY_MANAGEMENT_SUPPORTED is 1")
@@ -56,6 +140,36 @@ def main(t: Tutorial) -> None:
     t.say(
         f"cuMemGetAllocationGranularity: minimum {granularity // 1024} KiB, recommended {recommended // 1024} KiB\n"
         "every chunk size and mapping offset is a multiple of it; requests are rounded up"
+    )
+
+    t.step("the same by hand: fill the struct, ask the granularity, cuMemCreate one chunk, cuMemRelease it")
+    prop = MemAllocationProp()  # ctypes zero-fills every field: no handle types, no flags, reserved bytes 0
+    prop.type = MemAllocationType.PINNED
+    prop.location.type = MemLocationType.DEVICE
+    prop.location.id = dev.ordinal
+    get_granularity = bound("cuMemGetAllocationGranularity", [POINTER(c_size_t), POINTER(MemAllocationProp), c_int])
+    create = bound("cuMemCreate", [POINTER(c_uint64), c_size_t, POINTER(MemAllocationProp), c_ulonglong])
+    release = bound("cuMemRelease", [c_uint64])  # CUmemGenericAllocationHandle: an unsigned long long
+    default_context().activate()  # the calls below act on the current context
+    raw_granularity, handle = c_size_t(), c_uint64()
+    checked(
+        get_granularity(byref(raw_granularity), byref(prop), MemGranularity.MINIMUM), "cuMemGetAllocationGranularity"
+    )
+    before_create = free_mib()
+    checked(create(byref(handle), raw_granularity.value, byref(prop), CREATE_FLAGS), "cuMemCreate")
+    after_create = free_mib()
+    checked(release(handle), "cuMemRelease")
+    t.say(
+        f"granularity {raw_granularity.value // 1024} KiB; cuMemCreate -> handle {handle.value:#x}: physical memory\n"
+        f"with no address yet (free device memory {before_create:,.0f} -> {after_create:,.0f} MiB; released again).\n"
+        "Who owns what: `prop` is an input (const CUmemAllocationProp *), read during each call, so a local is\n"
+        "enough; the handle owns the memory until cuMemRelease -- and, once mapped, until cuMemUnmap as well.\n"
+        "cust: no VMM API (nothing in cust calls cuMemCreate, cuMemMap or cuMemAddressReserve). Its bindgen\n"
+        "crate cust_raw::driver_sys has the functions and CUmemAllocationProp: the seed's 'fall back to FFI'."
+    )
+    t.check(
+        raw_granularity.value == granularity and handle.value != 0,
+        "the hand-bound calls agree with rawcuda.growable.allocation_granularity() and made a chunk",
     )
 
     t.step(f"reserve {CAPACITY // GIB} GiB of addresses (cuMemAddressReserve) -- no memory yet")

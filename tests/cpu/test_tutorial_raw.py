@@ -1,0 +1,297 @@
+"""The raw-ctypes halves of the tutorials, checked without a GPU.
+
+Tutorial 00 writes the driver glue by hand, and tutorials 09, 10 and 13 write their struct or callback by
+hand before using rawcuda's class. Hand-written glue is exactly what goes wrong silently, so here:
+
+* tutorial 00 imports nothing of rawcuda before its last step (read from its syntax tree), and every
+  ``restype``/``argtypes`` it declares is proven against cuda.h by the same checker as rawcuda's table;
+* tutorial 00 runs end to end against ``tests/fakecuda/fakehost.c`` -- a libcuda look-alike whose device
+  is the host and whose vector_add reads ``kernelParams`` as the GPU does -- and verifies its result; it
+  skips in one line against the stub look-alike and without any libcuda;
+* the structs written out in 09 (CUDA_KERNEL_NODE_PARAMS) and 13 (CUmemAllocationProp) have the sizes and
+  field offsets of the C compiler's layout of cuda.h, and of rawcuda's own definitions;
+* 10's callback type is rawcuda's CUhostFn, and its lifetime demonstration really shows a callback
+  object freed the moment nothing references it.
+"""
+
+from __future__ import annotations
+
+import ast
+import ctypes
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+from types import ModuleType, SimpleNamespace
+from typing import Any
+
+import pytest
+
+from rawcuda.ffi import types as rawtypes
+from rawcuda.ffi.cuda import TABLE
+from rawcuda.ffi.decl import Decl
+from rawcuda.tools import cheader, headercheck
+from tests.cpu import test_tutorials_content as content
+from tests.helpers import (
+    EXIT_NO_GPU,
+    ROOT,
+    TESTS_DIR,
+    build_shared_library,
+    gpu_unavailable_reason,
+    python_env,
+    run_tutorial,
+)
+
+TUTORIALS = ROOT / "tutorials"
+RAW = "00_raw_ctypes.py"
+HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
+needs_header = pytest.mark.skipif(not HEADER.exists(), reason=f"no CUDA header at {HEADER} (set CUDA_HOME)")
+needs_compiler = pytest.mark.skipif(headercheck.find_compiler() is None, reason="no C compiler to lay out structs")
+TIMEOUT_S = 120
+RAW_STEPS = 17
+
+
+def load_tutorial(name: str) -> ModuleType:
+    """Import tutorials/NAME as a module (its ``main`` does not run: only ``__main__`` runs it)."""
+    if str(TUTORIALS) not in sys.path:
+        sys.path.insert(0, str(TUTORIALS))  # for `from _tutorial import ...`
+    spec = importlib.util.spec_from_file_location(f"tutorial_{Path(name).stem}", TUTORIALS / name)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@pytest.fixture(scope="module")
+def raw() -> ModuleType:
+    return load_tutorial(RAW)
+
+
+@pytest.fixture(scope="module")
+def header() -> cheader.Header:
+    return cheader.parse(str(HEADER))
+
+
+@pytest.fixture(scope="module")
+def fake_host_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fakehost") / "libfakehost.so"
+    return build_shared_library(TESTS_DIR / "fakecuda" / "fakehost.c", out, "the host-memory fake libcuda")
+
+
+def run_raw(*args: str, stdin: str | None = None, **env: str) -> subprocess.CompletedProcess[str]:
+    """Tutorial 00 as a learner runs it (from a neutral directory, no PYTHONPATH), with ``env`` added."""
+    environment = python_env(**env)
+    environment.pop("PYTHONPATH", None)
+    return subprocess.run(
+        [sys.executable, str(TUTORIALS / RAW), *args],
+        cwd=ROOT.parent,
+        env=environment,
+        input=stdin,
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT_S,
+    )
+
+
+# --- tutorial 00: the shape of the file ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    "check",
+    [
+        content.test_tutorial_exists_with_docstring,
+        content.test_tutorial_uses_the_shared_frame,
+        content.test_tutorial_help_offers_step,
+        content.test_tutorial_is_listed_in_the_readme,
+    ],
+    ids=lambda check: check.__name__,
+)
+def test_raw_tutorial_has_the_shape_of_every_tutorial(check: Any) -> None:
+    check(RAW)  # the same checks as tutorials 05-08 (tests/cpu/test_tutorials_content.py)
+
+
+def rawcuda_imports(tree: ast.AST) -> list[ast.stmt]:
+    return [
+        node
+        for node in ast.walk(tree)
+        if (isinstance(node, ast.ImportFrom) and (node.module or "").split(".")[0] == "rawcuda")
+        or (isinstance(node, ast.Import) and any(alias.name.split(".")[0] == "rawcuda" for alias in node.names))
+    ]
+
+
+def test_raw_tutorial_imports_no_rawcuda_before_its_last_step() -> None:
+    tree = ast.parse((TUTORIALS / RAW).read_text())
+    top_level = [node for node in tree.body if isinstance(node, ast.Import | ast.ImportFrom)]
+    assert not rawcuda_imports(ast.Module(body=top_level, type_ignores=[])), "no module-level rawcuda import"
+    main = next(node for node in tree.body if isinstance(node, ast.FunctionDef) and node.name == "main")
+    steps = [
+        node.lineno
+        for node in ast.walk(main)
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step"
+    ]
+    imports = rawcuda_imports(main)
+    assert imports, "the last step shows rawcuda's table row: it imports rawcuda there"
+    assert min(node.lineno for node in imports) > max(steps), "rawcuda is imported only after the last t.step()"
+    others = [node for node in tree.body if isinstance(node, ast.FunctionDef | ast.ClassDef) and node is not main]
+    assert not any(rawcuda_imports(node) for node in others), "no helper of tutorial 00 imports rawcuda"
+
+
+# --- tutorial 00: the declarations, proven against cuda.h -------------------------------------------------------
+class Recorder:
+    """Stands in for a CDLL: ``declare(lib)`` sets restype/argtypes on whatever ``lib.cuX`` returns."""
+
+    def __getattr__(self, name: str) -> SimpleNamespace:
+        fn = SimpleNamespace(restype=None, argtypes=None)
+        setattr(self, name, fn)
+        return fn
+
+
+def declared(raw: ModuleType) -> dict[str, SimpleNamespace]:
+    lib = Recorder()
+    raw.declare(lib)
+    return dict(vars(lib))
+
+
+def test_raw_tutorial_declares_exactly_its_symbol_list(raw: ModuleType) -> None:
+    assert sorted(declared(raw)) == sorted(raw.SYMBOLS)  # the errcheck loop covers what declare() declared
+    count = f"for {len(raw.SYMBOLS)} functions"  # what the docstring and the README row promise
+    assert count in " ".join(raw.__doc__.split()) and count in (TUTORIALS / "README.md").read_text()
+
+
+@needs_header
+def test_every_hand_declaration_matches_cuda_h(raw: ModuleType, header: cheader.Header) -> None:
+    by_symbol = {row.symbol: row for row in TABLE.values()}
+    for symbol, fn in declared(raw).items():
+        row = by_symbol[symbol]  # the table knows the header prototype for this exported symbol
+        assert fn.restype is ctypes.c_int, f"{symbol} returns CUresult: restype c_int"
+        mine = Decl(row.prototype, symbol, tuple(fn.argtypes))
+        assert headercheck.check_decl(mine, header) == [], symbol
+
+
+def test_the_row_is_the_declaration_and_the_tables(raw: ModuleType) -> None:
+    prototype, symbol, restype, argtypes = raw.CU_MEM_ALLOC_ROW
+    assert declared(raw)[symbol].argtypes == list(argtypes)
+    row = TABLE["cuMemAlloc"]
+    assert (row.prototype, row.symbol, row.restype, row.argtypes) == (prototype, symbol, restype, argtypes)
+
+
+# --- tutorial 00: run end to end on the fakes ---------------------------------------------------------------------
+def test_raw_tutorial_runs_end_to_end_on_the_host_fake(fake_host_libcuda: Path) -> None:
+    proc = run_raw(RAWCUDA_LIBCUDA=str(fake_host_libcuda))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == 0 and "Traceback" not in output, output
+    assert f"== step {RAW_STEPS}:" in proc.stdout and "every step verified" in proc.stdout
+    assert proc.stdout.count("   ok: ") >= RAW_STEPS - 4  # the checks ran (most steps make at least one)
+    assert "all 1,048,579 sums equal numpy's a + b exactly" in proc.stdout
+    assert "raises DriverError: cuDeviceGet returned 101 (CUDA_ERROR_INVALID_DEVICE)" in proc.stdout
+    assert "cu.cuDeviceGet(&dev, 99) raises DeviceError" in proc.stdout  # rawcuda's own errcheck, last step
+
+
+def test_raw_tutorial_step_mode_on_the_host_fake(fake_host_libcuda: Path) -> None:
+    proc = run_raw("--step", stdin="\n" * (RAW_STEPS + 1), RAWCUDA_LIBCUDA=str(fake_host_libcuda))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert proc.stdout.count("[press Enter for step") == RAW_STEPS
+
+
+def test_raw_tutorial_skips_on_the_stub(fake_libcuda: Path) -> None:
+    proc = run_raw(RAWCUDA_LIBCUDA=str(fake_libcuda), FAKECUDA_MODE="stub")  # cuInit answers 34, as a stub does
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
+    assert skipped == ["skipped: no usable GPU here (cuInit returned 34: the toolkit's stub libcuda)"], output
+
+
+def test_raw_tutorial_skips_without_a_libcuda(tmp_path: Path) -> None:
+    proc = run_raw(RAWCUDA_LIBCUDA=str(tmp_path / "libcuda.so.1"))
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
+    skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
+    assert len(skipped) == 1 and skipped[0].startswith("skipped: no usable GPU here (OSError: "), output
+
+
+# --- tutorial 00: the demonstrations without a driver --------------------------------------------------------------
+def test_an_undeclared_int_argument_is_cut_to_32_bits() -> None:
+    bare_abs = ctypes.CDLL(None)["abs"]
+    try:
+        got: object = bare_abs((1 << 32) + 5)
+    except (ctypes.ArgumentError, OverflowError) as exc:  # a 32-bit C long refuses instead
+        got = exc
+    assert got != (1 << 32) + 5  # what tutorial 00's step 6 checks: never passed through intact
+
+
+def test_the_errcheck_names_the_code(raw: ModuleType, fake_host_libcuda: Path) -> None:
+    lib = ctypes.CDLL(str(fake_host_libcuda))
+    raw.declare(lib)
+    fn = raw.bind(lib, raw.CU_MEM_ALLOC_ROW, raw.make_errcheck(lib))
+    with pytest.raises(raw.DriverError) as info:  # no current context yet: the fake answers as the driver does
+        fn(ctypes.byref(ctypes.c_uint64()), 1)
+    assert (info.value.code, info.value.name, info.value.call) == (201, "CUDA_ERROR_INVALID_CONTEXT", "cuMemAlloc_v2")
+    assert raw.error_name(lib, 12345) == "an unknown code"
+
+
+# --- tutorials 09, 10, 13: the struct or callback written out before the class --------------------------------------
+HAND_STRUCTS = [
+    ("09_graphs.py", "KernelNodeParams", rawtypes.CUDA_KERNEL_NODE_PARAMS),
+    ("13_growable_buffer.py", "MemAllocationProp", rawtypes.CUmemAllocationProp),
+]
+
+
+@pytest.mark.parametrize(("name", "struct", "theirs"), HAND_STRUCTS, ids=[s for _, s, _ in HAND_STRUCTS])
+def test_hand_written_struct_is_laid_out_as_rawcudas(name: str, struct: str, theirs: type) -> None:
+    mine = getattr(load_tutorial(name), struct)
+    assert ctypes.sizeof(mine) == ctypes.sizeof(theirs)
+    assert headercheck_paths(mine) == headercheck_paths(theirs)
+
+
+def headercheck_paths(cls: type) -> list[tuple[str, int, int]]:
+    """(dotted field, offset, size) of every field, nested structs included -- what the layout probe compares."""
+    rows = []
+    for name, ftype, *_ in cls._fields_:
+        offset, size = getattr(cls, name).offset, ctypes.sizeof(ftype)
+        rows.append((name, offset, size))
+        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+            rows += [(f"{name}.{sub}", offset + o, s) for sub, o, s in headercheck_paths(ftype)]
+    return rows
+
+
+@needs_header
+@needs_compiler
+@pytest.mark.parametrize(("name", "struct", "theirs"), HAND_STRUCTS, ids=[s for _, s, _ in HAND_STRUCTS])
+def test_hand_written_struct_matches_the_c_compiler(name: str, struct: str, theirs: type) -> None:
+    mine = getattr(load_tutorial(name), struct)
+    probe = type(f"{struct}Probe", (mine,), {"_c_name_": theirs._c_name_})  # the C name to compare with
+    assert headercheck.struct_layout_problems(str(HEADER), [probe]) == []
+
+
+def test_hand_written_callback_type_is_rawcudas() -> None:
+    tutorial = load_tutorial("10_asyncio.py")
+    assert tutorial.HostFn._restype_ is rawtypes.CUhostFn._restype_ is None  # void
+    assert tutorial.HostFn._argtypes_ == rawtypes.CUhostFn._argtypes_ == (ctypes.c_void_p,)
+    assert tutorial.HostFn._flags_ == rawtypes.CUhostFn._flags_  # the same calling convention
+    assert isinstance(tutorial.ON_HOST, tutorial.HostFn)  # module level: it outlives every call
+
+
+def test_callback_lifetime_demonstration_is_real() -> None:
+    tutorial = load_tutorial("10_asyncio.py")
+    assert tutorial.freed_when_unreferenced() == (True, True)
+
+
+def test_host_function_records_its_call_and_never_raises() -> None:
+    tutorial = load_tutorial("10_asyncio.py")
+    tutorial.host_called.clear()
+    tutorial.ON_HOST(7)  # through the C pointer, as the driver calls it
+    assert tutorial.host_called.is_set() and tutorial.host_calls[-1][0] == 7
+    tutorial.host_calls = None  # break the recording: the host function must swallow the error, not raise
+    try:
+        tutorial.on_host(8)
+    finally:
+        tutorial.host_calls = []
+
+
+@pytest.mark.skipif(gpu_unavailable_reason() is None, reason="a GPU is present: test_tutorials.py runs them for real")
+@pytest.mark.parametrize("name", ["09_graphs.py", "10_asyncio.py", "13_growable_buffer.py"])
+def test_raw_first_step_runs_without_a_gpu(name: str) -> None:
+    proc = run_tutorial(TUTORIALS / name, timeout=TIMEOUT_S)
+    output = proc.stdout + proc.stderr
+    assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
+    first = proc.stdout.split("== step 2:")[0]
+    assert "== step 1: raw ctypes first" in first and "   ok: " in first, output  # verified with no driver
