@@ -8,7 +8,7 @@ a program is correct:
   ``StreamFlag.NON_BLOCKING`` opts out -- faster, but a synchronous ``cuMemcpy`` on the legacy stream
   then *races* its kernels. rawcuda's streams are therefore blocking unless you ask (the seed's cust
   example asks for NON_BLOCKING, but cust clears that flag for this very race -- Rust-CUDA issue 15 --
-  so its stream is blocking; tutorial 06 shows the race), and rawcuda's own copies without a stream
+  so its stream is blocking; tutorial 06d shows the race), and rawcuda's own copies without a stream
   synchronize the whole context, so they cannot race anything.
 * **Host memory in flight.** An async copy reads or writes host memory *later*. The stream keeps the
   host object alive until the copy is known to be done (an event recorded after it has completed).

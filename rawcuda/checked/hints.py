@@ -119,7 +119,7 @@ HINTS: dict[int, str] = {
 STICKY_HINT = (
     "this error is *sticky*: CUDA is now unusable in this whole process -- every later call fails with the "
     "same code, in this context and in any new one (Context.create and Context.primary fail too); only a new "
-    "process recovers, so run risky kernels in a child process (tutorial 05). To find the guilty kernel, "
+    "process recovers, so run risky kernels in a child process (tutorial 05f). To find the guilty kernel, "
     "synchronize after each launch (RAWCUDA_SYNC_LAUNCHES=1)"
 )
 

@@ -189,7 +189,7 @@ def test_raw_tutorial_runs_end_to_end_on_the_host_fake(fake_host_libcuda: Path) 
 def test_raw_tutorial_step_mode_on_the_host_fake(fake_host_libcuda: Path) -> None:
     proc = run_raw("--step", stdin="\n" * (RAW_STEPS + 1), RAWCUDA_LIBCUDA=str(fake_host_libcuda))
     assert proc.returncode == 0, proc.stdout + proc.stderr
-    assert proc.stdout.count("[press Enter for step") == RAW_STEPS
+    assert proc.stdout.count("[Enter: run step") == RAW_STEPS  # the frame's pause prompt (tutorials/_tutorial.py)
 
 
 def test_raw_tutorial_skips_on_the_stub(fake_libcuda: Path) -> None:

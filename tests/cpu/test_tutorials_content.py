@@ -1,4 +1,4 @@
-"""CPU checks of the learning path's tutorials 05-08: present, documented, built on the shared frame.
+"""CPU checks of the learning path's tutorials 05a-08: present, documented, built on the shared frame.
 
 tests/cpu/test_tutorials.py runs every tutorial end to end (exit 0 on a GPU host). These checks are the part
 that means something on a machine without a GPU: each file exists, explains itself in a module docstring,
@@ -16,7 +16,22 @@ import pytest
 from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
-NEW_TUTORIALS = ["05_errors.py", "06_streams_events.py", "07_lifetimes.py", "08_when_not_to_use_the_gpu.py"]
+# 05 and 06 are split into lettered parts, one idea each (issue 13); a part's number is "05a", "06c" ...
+NEW_TUTORIALS = [
+    "05a_error_codes.py",
+    "05b_jit_error_log.py",
+    "05c_kernel_not_found.py",
+    "05d_argument_checks.py",
+    "05e_out_of_memory.py",
+    "05f_sticky_errors.py",
+    "06a_events_timing.py",
+    "06b_pinned_copies.py",
+    "06c_overlap_streams.py",
+    "06d_legacy_stream_race.py",
+    "06e_streamless_copies.py",
+    "07_lifetimes.py",
+    "08_when_not_to_use_the_gpu.py",
+]
 TIMEOUT_S = 120
 ENTER_PRESSES = "\n" * 100  # more than any tutorial has steps: --step reads one line per step
 
@@ -34,13 +49,18 @@ def parse(name: str) -> ast.Module:
     return ast.parse((TUTORIAL_DIR / name).read_text(), filename=name)
 
 
+def number(name: str) -> str:
+    """The tutorial's number as the README and its docstring write it: "07", or "05a" for a lettered part."""
+    return name.split("_", 1)[0]
+
+
 @pytest.mark.parametrize("name", NEW_TUTORIALS)
 def test_tutorial_exists_with_docstring(name: str) -> None:
     path = TUTORIAL_DIR / name
     assert path.is_file(), f"{path} is part of the learning path"
     doc = ast.get_docstring(parse(name))
     assert doc and len(doc.splitlines()) > 3, f"{name} needs a module docstring that explains what it teaches"
-    assert doc.startswith(f"Tutorial {name[:2]} -- "), "the docstring's first line names the tutorial"
+    assert doc.startswith(f"Tutorial {number(name)} -- "), "the docstring's first line names the tutorial"
     assert f"python tutorials/{name} [--step]" in doc, "the docstring says how to run it"
 
 
@@ -93,6 +113,36 @@ def test_tutorial_step_mode_without_gpu(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_TUTORIALS)
 def test_tutorial_is_listed_in_the_readme(name: str) -> None:
     readme = (TUTORIAL_DIR / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith(f"| {name[:2]} | `{name}` |")]
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {number(name)} | `{name}` |")]
     assert len(rows) == 1, f"tutorials/README.md needs one table row for {name}"
     assert rows[0].count(" | ") >= 4, "the row says what it teaches, the seed concept and the cust item"
+
+
+# The lettered parts teach one idea each, shown three ways in this order (issue 13): the raw ctypes lines,
+# then rawcuda's class, then the real cust code.
+SPLIT_PARTS = [name for name in NEW_TUTORIALS if number(name)[-1].isalpha()]
+TRIPLE = ("by hand:", "rawcuda:", "cust:")
+
+
+def step_titles(name: str) -> list[str]:
+    """The text of each t.step(...) call's first argument, in source order (f-strings unparsed)."""
+    titles = []
+    for node in ast.walk(parse(name)):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "step":
+            arg = node.args[0]
+            titles.append(arg.value if isinstance(arg, ast.Constant) else ast.unparse(arg).lstrip("f").strip("'\""))
+    return titles
+
+
+@pytest.mark.parametrize("name", SPLIT_PARTS)
+def test_split_part_shows_raw_then_rawcuda_then_cust(name: str) -> None:
+    titles = step_titles(name)
+    firsts = []
+    for prefix in TRIPLE:
+        matching = [i for i, title in enumerate(titles) if title.startswith(prefix)]
+        assert matching, f"{name}: no step titled {prefix!r}... (steps: {titles})"
+        firsts.append(matching[0])
+    assert firsts == sorted(firsts), f"{name}: the steps must go by hand, rawcuda, cust (steps: {titles})"
+    source = (TUTORIAL_DIR / name).read_text()
+    assert ".argtypes" in source and "ctypes.CDLL(" in source, f"{name}: the by-hand step declares its own calls"
+    assert "cust 0.3.2 (crates/cust/src/" in source, f"{name}: the cust code names the cust source it was read from"

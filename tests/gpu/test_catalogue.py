@@ -291,7 +291,7 @@ def launch_after_unload(k: Kit) -> object:
 
 
 def mangled_module(k: Kit) -> object:
-    # The entry renamed to what nvcc calls it when the kernel is not extern "C" (as tutorial 05 does).
+    # The entry renamed to what nvcc calls it when the kernel is not extern "C" (as tutorial 05c does).
     text = re.sub(r"(?<![\w/$])vector_add(?=[\s(]|_param_)", MANGLED, vector_add_text())
     return k.module(text, name="mangled.ptx").function("vector_add")
 
