@@ -17,12 +17,13 @@
 // Kernels (grid-stride loops over size_t indices: any grid covers any n, past 2^31 too):
 //
 // * transcendental_chain(out, in, n, iterations): compute bound. For each element x, `iterations`
-//   terms sin(t) e^-t + log(1 + t^2) at t = x + k / 64, averaged. Three transcendentals per term and
+//   terms sin(t) e^-t + log(3 + t^2) at t = x + k / 64, averaged. Three transcendentals per term and
 //   8 bytes of memory per element: at 64 iterations the memory is idle. The terms are summed in double:
 //   a float sum of 64 terms would carry rounding errors as large as the functions' own, and it is the
 //   functions' error this kernel shows. The sum costs a conversion and a double add per term in both
 //   builds alike. With |x| <= 1 and iterations <= CHAIN_MAX_ITERATIONS, t stays in [-1, 2): inside
-//   __sinf's accurate range, and 1 + t^2 in [1, 5].
+//   __sinf's accurate range; 3 + t^2 is in [3, 7], each term in [-0.91, 2.07] and their mean in [0.27, 1.88]
+//   (never near 0, so a relative error means something).
 // * exp_map(out, in, n): out[i] = expf(in[i]). Memory bound: 8 bytes moved per expf.
 // * sin_map(out, in, n): out[i] = sinf(in[i]). For the accuracy of sinf against __sinf as |x| grows.
 //
@@ -33,6 +34,7 @@
 
 constexpr unsigned TRANSCENDENTAL_BLOCK = 256;  // threads per block of the documented launch
 constexpr float CHAIN_STEP = 1.0f / 64.0f;      // t = x + k * CHAIN_STEP: a power of two, so k * step is exact
+constexpr float CHAIN_LOG_OFFSET = 3.0f;        // log(3 + t^2): keeps every term's mean away from 0
 constexpr unsigned CHAIN_MAX_ITERATIONS = 64;   // the range the accuracy above is stated for: t < 1 + 64/64
 constexpr unsigned WARP_SIZE = 32;
 static_assert(TRANSCENDENTAL_BLOCK % WARP_SIZE == 0, "a block should be a whole number of warps");
@@ -47,7 +49,7 @@ transcendental_chain(float *__restrict__ out, const float *__restrict__ in, size
         double sum = 0.0;
         for (unsigned k = 0; k < iterations; ++k) {
             const float t = x + static_cast<float>(k) * CHAIN_STEP;  // one rounding, as numpy's float32 x + k/64
-            sum += static_cast<double>(sinf(t) * expf(-t) + logf(1.0f + t * t));
+            sum += static_cast<double>(sinf(t) * expf(-t) + logf(CHAIN_LOG_OFFSET + t * t));
         }
         out[i] = static_cast<float>(sum / iterations);  // double division: --use_fast_math leaves it exact
     }
