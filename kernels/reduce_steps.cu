@@ -149,7 +149,7 @@ reduce_04_add_during_load(float *__restrict__ out, const float *__restrict__ in,
 // -- end reduce_04_add_during_load
 
 // -- begin last_warp
-// The last five levels of the tree (64 partials -> 1) by the first warp alone, without __syncthreads.
+// The last six levels of the tree (64 partials -> 1) by the first warp alone, without __syncthreads.
 // The classic version relied on a warp's 32 lanes running in lockstep and a `volatile` pointer. Since
 // Volta, lanes of a warp may be scheduled independently, so that version has a data race: a lane can
 // read s[tid + offset] before its neighbour has written it. __syncwarp() orders the reads of each level
@@ -169,8 +169,8 @@ __device__ __forceinline__ float last_warp(float *s, unsigned tid)
 // -- end last_warp
 
 // -- begin reduce_05_unroll_last_warp
-// Step 5: step 4, with the tree stopping at 64 partials and the first warp finishing alone. Below 32
-// active threads the block-wide __syncthreads and the `tid < stride` test are pure overhead.
+// Step 5: step 4, with the tree stopping at 64 partials and the first warp finishing alone: from stride
+// 32 down only that warp has work, and a block-wide __syncthreads per level is pure overhead.
 extern "C" __global__ void __launch_bounds__(REDUCE_STEPS_BLOCK)
 reduce_05_unroll_last_warp(float *__restrict__ out, const float *__restrict__ in, size_t n)
 {

@@ -1,4 +1,4 @@
-"""CPU checks of the learning path's tutorials 05-08: present, documented, built on the shared frame.
+"""CPU checks of the learning path's tutorials 03a-03e and 05-08: present, documented, built on the shared frame.
 
 tests/cpu/test_tutorials.py runs every tutorial end to end (exit 0 on a GPU host). These checks are the part
 that means something on a machine without a GPU: each file exists, explains itself in a module docstring,
@@ -16,7 +16,17 @@ import pytest
 from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
-NEW_TUTORIALS = ["05_errors.py", "06_streams_events.py", "07_lifetimes.py", "08_when_not_to_use_the_gpu.py"]
+NEW_TUTORIALS = [
+    "03a_reduction_steps.py",
+    "03b_transpose.py",
+    "03c_block_size.py",
+    "03d_fast_math.py",
+    "03e_kernel_resources.py",
+    "05_errors.py",
+    "06_streams_events.py",
+    "07_lifetimes.py",
+    "08_when_not_to_use_the_gpu.py",
+]
 TIMEOUT_S = 120
 ENTER_PRESSES = "\n" * 100  # more than any tutorial has steps: --step reads one line per step
 
@@ -30,6 +40,11 @@ def run_by_name(name: str, *args: str, stdin: str = "") -> subprocess.CompletedP
     return run_tutorial(TUTORIAL_DIR / name, *args, stdin=stdin, timeout=TIMEOUT_S)
 
 
+def number(name: str) -> str:
+    """The tutorial's number as its file name spells it: "05" for 05_errors.py, "03a" for 03a_reduction_steps.py."""
+    return name.split("_", 1)[0]
+
+
 def parse(name: str) -> ast.Module:
     return ast.parse((TUTORIAL_DIR / name).read_text(), filename=name)
 
@@ -40,7 +55,7 @@ def test_tutorial_exists_with_docstring(name: str) -> None:
     assert path.is_file(), f"{path} is part of the learning path"
     doc = ast.get_docstring(parse(name))
     assert doc and len(doc.splitlines()) > 3, f"{name} needs a module docstring that explains what it teaches"
-    assert doc.startswith(f"Tutorial {name[:2]} -- "), "the docstring's first line names the tutorial"
+    assert doc.startswith(f"Tutorial {number(name)} -- "), "the docstring's first line names the tutorial"
     assert f"python tutorials/{name} [--step]" in doc, "the docstring says how to run it"
 
 
@@ -93,6 +108,6 @@ def test_tutorial_step_mode_without_gpu(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_TUTORIALS)
 def test_tutorial_is_listed_in_the_readme(name: str) -> None:
     readme = (TUTORIAL_DIR / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith(f"| {name[:2]} | `{name}` |")]
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {number(name)} | `{name}` |")]
     assert len(rows) == 1, f"tutorials/README.md needs one table row for {name}"
     assert rows[0].count(" | ") >= 4, "the row says what it teaches, the seed concept and the cust item"
