@@ -88,7 +88,9 @@ def parse_args(argv: Sequence[str] | None = None) -> argparse.Namespace:
         default=DEFAULT_ARCH,
         help=f"virtual architecture for the PTX (default {DEFAULT_ARCH}: sm_80 and newer)",
     )
-    parser.add_argument("--fast-math", action="store_true", help="pass --use_fast_math (changes numerics)")
+    parser.add_argument(
+        "--fast-math", action="store_true", help="pass --use_fast_math for every kernel (changes numerics)"
+    )
     parser.add_argument("--no-lineinfo", action="store_true", help="omit -lineinfo (source lines for profilers)")
     parser.add_argument("--force", action="store_true", help="rebuild every kernel, even if up to date")
     parser.add_argument(

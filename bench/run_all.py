@@ -1,10 +1,11 @@
-"""Every benchmark, one command: ``python bench/run_all.py`` on a GPU host (about 5 minutes on an H200).
+"""Every benchmark, one command: ``python bench/run_all.py`` on a GPU host (about 6 minutes on an H200).
 
 Runs each benchmark script in its own interpreter (so one failing peer cannot take the others down),
 builds and runs the C reference program (bench/c/driver_bench.c, when nvcc is there), and writes
 ``bench/results/<date>-<gpu>.json`` and ``.md`` -- versions of everything involved, every figure, and each
-target stated as met or not with its numbers -- plus a PNG plot when matplotlib is installed (an optional
-extra: ``pip install rawcuda[plot]``; the table is written without it).
+target stated as met or not with its numbers -- plus PNG plots when matplotlib is installed (an optional
+extra: ``pip install rawcuda[plot]``; the tables are written without it): ``<date>-<gpu>.png``, and
+``<date>-<gpu>-progressions.png`` with a bar chart per kernel progression (bench/progressions.py).
 
 Without a usable driver and GPU it measures nothing, writes nothing, says why in one ``skipped:`` line and
 exits with 77 -- the status the demo and the tutorials use for the same reason.
@@ -24,9 +25,12 @@ import time
 from pathlib import Path
 from typing import Any
 
+import progressions_report  # bench/progressions_report.py: this script's folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-STEPS = ("launch_overhead", "kernels", "copies", "graphs", "unified_memory", "imports")
+STEPS = ("launch_overhead", "kernels", "copies", "graphs", "unified_memory", "imports", "progressions")
+STEP_ARGS = {"progressions": ["--name", "progressions"]}  # its default name is dated; here run_all names the files
 STEP_TIMEOUT_S = 300
 EXIT_OK = 0
 EXIT_NO_GPU = 77  # the demo's and the tutorials' status for "no usable GPU here", said in one line
@@ -39,7 +43,7 @@ def run_step(name: str, out: Path) -> str:
         return "not run: script missing"
     start = time.perf_counter()
     proc = subprocess.run(
-        [sys.executable, str(script), "--out", str(out)],
+        [sys.executable, str(script), "--out", str(out), *STEP_ARGS.get(name, [])],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -157,6 +161,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
             if o["bytes"] >= 16 << 20
         )
         rows.append(("pinned copies >= 97% of the C program (>= 16 MiB)", worst >= 0.97, f"worst ratio {worst:.1%}"))
+    rows += [(goal, met, numbers) for goal, met, numbers in data.get("progressions", {}).get("targets", [])]
     imports = data.get("imports", {}).get("import_ms", {})
     if isinstance(imports.get("rawcuda"), float):
         peers = {k: v for k, v in imports.items() if k not in ("rawcuda", "numpy") and isinstance(v, float)}
@@ -225,6 +230,8 @@ def markdown(data: dict[str, Any]) -> str:
     if imports:
         lines += ["", "## 6. Import time (fresh interpreter, median)", "", "| module | ms |", "|---|---:|"]
         lines += [f"| {k} | {v:.1f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in imports.items()]
+    progressions = data.get("progressions_md")
+    lines += ["", "## 7. Kernel progressions (bench/progressions.py)", "", progressions if progressions else "not run"]
     lines += ["", "Steps: " + "; ".join(f"{k}: {v}" for k, v in data["steps"].items())]
     return "\n".join(lines) + "\n"
 
@@ -288,6 +295,9 @@ def main() -> int:
             md = work / f"{step}.md"
             if step in ("graphs", "unified_memory") and md.exists():
                 data[f"{step}_md"] = md.read_text().split("\n", 2)[-1].strip()
+            if step == "progressions" and md.exists():  # its tables, one heading level down (targets are above)
+                tables = md.read_text().split("\n## ", 1)[-1]
+                data[f"{step}_md"] = ("### " + tables.replace("\n## ", "\n### ")).strip()
         data["c"] = run_c(work)
         data["steps"]["c"] = "ok" if isinstance(data["c"], dict) else data["c"]
     data["targets"] = targets(data)
@@ -295,6 +305,8 @@ def main() -> int:
     (args.out / f"{stem}.json").write_text(json.dumps(data, indent=2))
     (args.out / f"{stem}.md").write_text(markdown(data))
     print(plot(data, args.out / f"{stem}.png"))
+    if data.get("progressions"):
+        print(progressions_report.plot(data["progressions"], args.out / f"{stem}-progressions.png"))
     print(markdown(data))
     return EXIT_OK
 

@@ -33,6 +33,10 @@
 //   shared memory), lane 0 of each warp writes one partial to shared memory, and after one
 //   __syncthreads the first warp reduces those partials with shuffles again.
 //
+// It is the last step of the reduction progression (kernels/reduce_steps.cu, tutorials/03a_reduction_steps.py):
+// step 8 with float4 loads and REDUCE_UNROLL of them in flight. The "-- begin/end" lines mark what the
+// tutorial prints.
+//
 // Accuracy: float32 sums with many partial sums (a tree, not one long running sum), so the error
 // grows roughly with log(n) rather than n; compare against a float64 host sum with a relative
 // tolerance.
@@ -63,6 +67,7 @@ __device__ __forceinline__ float warp_sum(float v)
     return v;
 }
 
+// -- begin thread_sum
 // Sum of this thread's grid-stride share of in[0, n): scalar head, float4 body, scalar tail.
 __device__ __forceinline__ float thread_sum(const float *__restrict__ in, size_t n)
 {
@@ -112,7 +117,9 @@ __device__ __forceinline__ float thread_sum(const float *__restrict__ in, size_t
     }
     return sum;
 }
+// -- end thread_sum
 
+// -- begin warp_reduce_sum
 extern "C" __global__ void warp_reduce_sum(float *__restrict__ out, const float *__restrict__ in, size_t n)
 {
     extern __shared__ float warp_partials[];  // blockDim.x / WARP_SIZE floats (dynamic shared memory)
@@ -135,3 +142,4 @@ extern "C" __global__ void warp_reduce_sum(float *__restrict__ out, const float 
         }
     }
 }
+// -- end warp_reduce_sum

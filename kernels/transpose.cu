@@ -1,24 +1,37 @@
 // transpose.cu -- out = in^T for a row-major float matrix: in is rows x cols, out is cols x rows.
 //
-// Two versions of the same kernel, to measure why shared memory matters:
+// Three versions of the same kernel, so that two separate lessons can each be measured against a
+// device-to-device copy of the same bytes (bench/progressions.py, tutorials/03b_transpose.py):
 //
 // * transpose_naive reads `in` along rows (coalesced: a warp reads 32 consecutive floats) but writes
 //   `out` down a column: the 32 threads of a warp write 32 floats `rows` floats apart, 32 separate
-//   memory transactions where one would do.
-// * transpose_padded stages a 32x32 tile in shared memory: it reads a tile of `in` row by row
-//   (coalesced), then writes the tile's *columns* as rows of `out` (coalesced too). The transpose
-//   happens in shared memory, where any access pattern is cheap -- except bank conflicts: shared
-//   memory has 32 banks of 4 bytes, and a 32-float-wide tile puts a whole column in one bank, so
-//   reading a column would be a 32-way conflict (serialized 32 times). The tile is therefore
-//   TILE_DIM x (TILE_DIM + 1): the extra column shifts each row by one bank, a column's 32 elements
-//   land in 32 different banks, and the column read is conflict-free.
+//   memory transactions where one would do. It uses no shared memory at all.
+// * transpose_unpadded stages a 32x32 tile in shared memory: it reads a tile of `in` row by row
+//   (coalesced), then writes the tile's *columns* as rows of `out` (coalesced too). naive -> unpadded is
+//   the coalescing lesson. The transpose now happens in shared memory, which has 32 banks of 4 bytes
+//   (consecutive floats in consecutive banks: bank = float index % 32). A 32-float-wide tile puts a whole
+//   column in one bank, so reading a column is a 32-way bank conflict, served one float at a time.
+// * transpose_padded is transpose_unpadded with one change: the tile is TILE_DIM x (TILE_DIM + 1). The
+//   extra column shifts each row by one bank, a column's 32 elements land in 32 different banks, and the
+//   column read is conflict-free. unpadded -> padded is the bank-conflict lesson. Both kernels are one
+//   template, transpose_tiled<PAD>, so the padding is the only difference between them.
 //
-// Launch configuration (both kernels; the kernels rely on the block shape):
+//     bank of tile[r][c], 32 columns (PAD 0):        33 columns (PAD 1):
+//              c=0  c=1  c=2 ... c=31                        c=0  c=1  c=2 ... c=31
+//       r=0     0    1    2       31                  r=0     0    1    2       31
+//       r=1     0    1    2       31                  r=1     1    2    3        0
+//       r=2     0    1    2       31                  r=2     2    3    4        1
+//       ...                                           ...
+//       r=31    0    1    2       31                  r=31   31    0    1       30
+//     a column (fixed c) is one bank: 32-way          a column is 32 different banks: conflict-free
+//
+// Launch configuration (all three kernels; they rely on the block shape):
 //   block = (TILE_DIM, BLOCK_ROWS, 1) = (32, 8, 1): 256 threads; each thread handles
 //           TILE_DIM / BLOCK_ROWS = 4 rows of a 32x32 tile (fewer threads than elements, so each
 //           thread's index arithmetic is reused 4 times)
 //   grid  = (ceil(cols / 32), min(ceil(rows / 32), 65535), 1)
-//   dynamic shared memory = 0 (the padded tile is static: 32 * 33 * 4 = 4224 bytes)
+//   dynamic shared memory = 0 (the tiles are static: 32 * 32 * 4 = 4096 bytes unpadded, 32 * 33 * 4 =
+//   4224 padded)
 // Any rows and cols work: elements outside the matrix are neither read nor written.
 //
 // Sizes past 2^31 (why everything that counts elements is size_t):
@@ -38,7 +51,7 @@
 
 constexpr int TILE_DIM = 32;     // a tile is TILE_DIM x TILE_DIM elements; blockDim.x == TILE_DIM
 constexpr int BLOCK_ROWS = 8;    // blockDim.y: each thread covers TILE_DIM / BLOCK_ROWS rows of its tile
-constexpr int TILE_PAD = 1;      // the +1 column that removes shared-memory bank conflicts
+constexpr int TILE_PAD = 1;      // transpose_padded's +1 column that removes the bank conflicts
 constexpr int TRANSPOSE_THREADS = TILE_DIM * BLOCK_ROWS;
 // Blocks per SM for full occupancy on sm_80/sm_90 (2048 threads / 256). A copy is memory bound and
 // needs every resident warp to keep loads in flight; the 64-bit indices cost registers, and without this
@@ -47,6 +60,7 @@ constexpr int TRANSPOSE_MIN_BLOCKS_PER_SM = 8;
 
 static_assert(TILE_DIM % BLOCK_ROWS == 0, "each thread must cover a whole number of tile rows");
 
+// -- begin transpose_naive
 extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS, TRANSPOSE_MIN_BLOCKS_PER_SM)
 transpose_naive(float *__restrict__ out, const float *__restrict__ in, size_t rows, size_t cols)
 {
@@ -65,11 +79,15 @@ transpose_naive(float *__restrict__ out, const float *__restrict__ in, size_t ro
         }
     }
 }
+// -- end transpose_naive
 
-extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS, TRANSPOSE_MIN_BLOCKS_PER_SM)
-transpose_padded(float *__restrict__ out, const float *__restrict__ in, size_t rows, size_t cols)
+// -- begin transpose_tiled
+// The tiled transpose; PAD extra columns per tile row (0: transpose_unpadded, TILE_PAD: transpose_padded).
+template <int PAD>
+__device__ __forceinline__ void transpose_tiled(float *__restrict__ out, const float *__restrict__ in, size_t rows,
+                                                size_t cols)
 {
-    __shared__ float tile[TILE_DIM][TILE_DIM + TILE_PAD];
+    __shared__ float tile[TILE_DIM][TILE_DIM + PAD];
 
     const size_t in_col = static_cast<size_t>(blockIdx.x) * TILE_DIM + threadIdx.x;
     const size_t out_row0 = static_cast<size_t>(blockIdx.x) * TILE_DIM + threadIdx.y;  // an index into `in`'s columns
@@ -99,3 +117,20 @@ transpose_padded(float *__restrict__ out, const float *__restrict__ in, size_t r
         __syncthreads();  // every thread has read the tile before the next tile row overwrites it
     }
 }
+// -- end transpose_tiled
+
+// -- begin transpose_unpadded
+extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS, TRANSPOSE_MIN_BLOCKS_PER_SM)
+transpose_unpadded(float *__restrict__ out, const float *__restrict__ in, size_t rows, size_t cols)
+{
+    transpose_tiled<0>(out, in, rows, cols);  // tile[32][32]: a column is one bank
+}
+// -- end transpose_unpadded
+
+// -- begin transpose_padded
+extern "C" __global__ void __launch_bounds__(TRANSPOSE_THREADS, TRANSPOSE_MIN_BLOCKS_PER_SM)
+transpose_padded(float *__restrict__ out, const float *__restrict__ in, size_t rows, size_t cols)
+{
+    transpose_tiled<TILE_PAD>(out, in, rows, cols);  // tile[32][33]: a column is 32 banks
+}
+// -- end transpose_padded

@@ -6,7 +6,7 @@ mistake the source comments warn about, so they live here once::
 
     total = ops.sum(x)                 # two passes of warp_reduce_sum
     ops.matmul(c, a, b)                # c = a @ b, float32
-    ops.transpose(out, x, padded=True)
+    ops.transpose(out, x)              # through a padded shared-memory tile; variant="unpadded" | "naive"
 
 Every function checks shapes and dtypes before launching, runs on ``stream`` (the legacy default stream
 when None) and returns before the GPU finishes, except ``sum``, which returns a Python float.
@@ -42,7 +42,7 @@ from .kernelargs import ArgumentError
 from .module import Module
 from .stream import Stream
 
-BLOCK = 256  # 1-D kernels: a multiple of the warp size (the seed's choice; no block-size sweep measured yet)
+BLOCK = 256  # 1-D kernels: a multiple of the warp size (the seed's choice; bench/progressions.py sweeps 32..1024)
 WAVES = 32  # grid-stride kernels: at most this many blocks per SM (more adds nothing but scheduling)
 WARP = 32
 REDUCE_BLOCKS_PER_SM = 4  # one full wave of 256-thread reduction blocks (see kernels/reduce.cu)
@@ -50,6 +50,9 @@ MATMUL_TILE = 64  # C tile per block; the block is (16, 16)
 MATMUL_THREADS = (16, 16)
 TRANSPOSE_TILE = 32  # block (32, 8), each thread covers 4 rows of a 32x32 tile
 TRANSPOSE_THREADS = (32, 8)
+#: ops.transpose's variants -> the kernel in kernels/transpose.cu. "naive" -> "unpadded" is the coalescing
+#: lesson, "unpadded" -> "padded" the bank-conflict lesson (tutorials/03b_transpose.py measures both).
+TRANSPOSE_VARIANTS = {"naive": "transpose_naive", "unpadded": "transpose_unpadded", "padded": "transpose_padded"}
 ELEMENTWISE_THREADS = (32, 8)
 MAX_GRID_X = 2**31 - 1  # CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X on every GPU since compute capability 3.0
 MAX_GRID_Y = 65535  # ... and MAX_GRID_DIM_Y
@@ -177,8 +180,22 @@ def matmul(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | N
         kernel("matmul", "matmul", c.context).launch(grid, MATMUL_THREADS, c, a, b, m, n, k, stream=stream)
 
 
-def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream: Stream | None = None) -> None:
-    """out = x.T for a 2-D float32 buffer; ``padded=False`` runs the naive kernel (no tile, uncoalesced writes)."""
+def transpose(
+    out: DeviceBuffer,
+    x: DeviceBuffer,
+    *,
+    variant: str | None = None,
+    padded: bool | None = None,
+    stream: Stream | None = None,
+) -> None:
+    """out = x.T for a 2-D float32 buffer.
+
+    ``variant`` picks the kernel: ``"padded"`` (the default: a 32x33 shared-memory tile, coalesced and free
+    of bank conflicts), ``"unpadded"`` (the same tile at 32x32: a column read is a 32-way bank conflict) or
+    ``"naive"`` (no tile: each warp writes down a column, uncoalesced). ``padded=True``/``False`` is the older
+    spelling of ``"padded"``/``"naive"``.
+    """
+    name = _transpose_kernel(variant, padded)
     _f32(out, x)
     if x.ndim != 2 or out.shape != x.shape[::-1]:
         raise ValueError(f"transpose needs x[R,C] and out[C,R]; got {x.shape} and {out.shape}")
@@ -193,8 +210,21 @@ def transpose(out: DeviceBuffer, x: DeviceBuffer, *, padded: bool = True, stream
     if rows and cols:
         # The kernels walk their tile rows (kernels/transpose.cu), so y is capped and any row count is covered.
         grid = (_ceil(cols, TRANSPOSE_TILE), min(_ceil(rows, TRANSPOSE_TILE), MAX_GRID_Y))
-        fn = kernel("transpose", "transpose_padded" if padded else "transpose_naive", x.context)
-        fn.launch(grid, TRANSPOSE_THREADS, out, x, rows, cols, stream=stream)
+        kernel("transpose", name, x.context).launch(grid, TRANSPOSE_THREADS, out, x, rows, cols, stream=stream)
+
+
+def _transpose_kernel(variant: str | None, padded: bool | None) -> str:
+    if variant is not None and padded is not None:
+        raise TypeError(f"give transpose either variant= or padded=, not both (got {variant!r} and {padded!r})")
+    if padded is not None:
+        if not isinstance(padded, bool | np.bool_):
+            raise TypeError(f"padded must be True or False, not {padded!r}; or say variant='padded' or 'naive'")
+        return TRANSPOSE_VARIANTS["padded" if padded else "naive"]
+    if variant is None:
+        return TRANSPOSE_VARIANTS["padded"]
+    if not isinstance(variant, str) or variant not in TRANSPOSE_VARIANTS:
+        raise ValueError(f"transpose variant {variant!r} is not one of {sorted(TRANSPOSE_VARIANTS)}")
+    return TRANSPOSE_VARIANTS[variant]
 
 
 def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: Stream | None = None) -> None:

@@ -23,7 +23,8 @@ Why hash ``nvcc --version`` into the cache key?
 PTX is written atomically (temporary file, then rename): an interrupted build never leaves a half-written
 PTX for the driver to choke on.
 
-The manifest (``manifest.json`` beside the PTX) records, per kernel source::
+The manifest (``manifest.json`` beside the PTX) records, per kernel source -- with the options that
+source was built with, which are the build's plus any its own ``// rawcuda-build:`` line asks for::
 
     "vector_add": {"source": "vector_add.cu", "ptx": "vector_add.ptx", "cache_key": "<sha256>",
                    "options": {"arch": "compute_80", "fast_math": false, "lineinfo": true},
@@ -57,6 +58,7 @@ from .nvcc import (
     compile_kernel,
     indent,
     probe,
+    source_options,
     temporary_beside,
 )
 
@@ -134,13 +136,16 @@ UP_TO_DATE = "up to date"
 
 @dataclass(frozen=True)
 class KernelPlan:
-    """One kernel source and whether it must be compiled (``reason`` says why, or ``"up to date"``)."""
+    """One kernel source, the options it is built with, and whether it must be compiled (``reason`` says why,
+    or ``"up to date"``). ``options`` are the build's, plus what the source asks for itself
+    (:func:`~rawcuda.tools.nvcc.source_options`)."""
 
     stem: str
     source: Path
     ptx: Path
     key: str
     reason: str
+    options: BuildOptions
 
     @property
     def stale(self) -> bool:
@@ -160,10 +165,10 @@ def plan(
     known = (read_manifest(out_dir) if manifest is None else manifest).get("kernels", {})
     plans = []
     for source in kernel_sources(src_dir):
-        stem = source.stem
-        key = cache_key(source, src_dir, options, compiler)
+        stem, own = source.stem, source_options(source, options)
+        key = cache_key(source, src_dir, own, compiler)
         out = out_dir / (stem + PTX_SUFFIX)
-        plans.append(KernelPlan(stem, source, out, key, _why_stale(known.get(stem), key, out, force)))
+        plans.append(KernelPlan(stem, source, out, key, _why_stale(known.get(stem), key, out, force), own))
     return plans
 
 
@@ -197,14 +202,14 @@ def read_manifest(out_dir: Path) -> dict[str, Any]:
     return data
 
 
-def kernel_record(p: KernelPlan, options: BuildOptions, compiler: Compiler, info: ptx.PtxInfo) -> dict[str, Any]:
-    """The manifest's record of one built kernel source."""
+def kernel_record(p: KernelPlan, compiler: Compiler, info: ptx.PtxInfo) -> dict[str, Any]:
+    """The manifest's record of one built kernel source (with its own options: see KernelPlan)."""
     return {
         "source": p.source.name,
         "ptx": p.ptx.name,
         "cache_key": p.key,
-        "options": options.to_json(),
-        "flags": options.flags(),
+        "options": p.options.to_json(),
+        "flags": p.options.flags(),
         "nvcc_release": compiler.release,
         "ptx_version": info.version_text,
         "target": info.target,
@@ -284,8 +289,8 @@ def build(
     compiler = probe(nvcc)
     manifest = read_manifest(out_dir)
     plans = plan(src_dir, out_dir, options, compiler, force=force, manifest=manifest)
-    if any(p.stale for p in plans):
-        check_options(compiler, options)  # before out_dir exists: options nvcc refuses leave nothing behind
+    for own in dict.fromkeys(p.options for p in plans if p.stale):
+        check_options(compiler, own)  # before out_dir exists: options nvcc refuses leave nothing behind
     out_dir.mkdir(parents=True, exist_ok=True)
 
     result = BuildResult()
@@ -295,7 +300,7 @@ def build(
         if not p.stale:
             result.cached.append(p.stem)
             say(f"up to date  {p.source.name}")
-    failures = _compile_all([p for p in plans if p.stale], options, compiler, kernels, result, jobs, say)
+    failures = _compile_all([p for p in plans if p.stale], compiler, kernels, result, jobs, say)
 
     write_manifest(
         out_dir,
@@ -314,7 +319,6 @@ def build(
 
 def _compile_all(
     stale: list[KernelPlan],
-    options: BuildOptions,
     compiler: Compiler,
     kernels: dict[str, Any],
     result: BuildResult,
@@ -325,7 +329,7 @@ def _compile_all(
     workers = max(1, min(len(stale), jobs or os.cpu_count() or 1))
     failures: list[KernelBuildError] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [(p, pool.submit(_build_one, p, options, compiler)) for p in stale]
+        futures = [(p, pool.submit(_build_one, p, compiler)) for p in stale]
         for p, future in futures:
             try:
                 record, warnings, seconds = future.result()
@@ -342,16 +346,16 @@ def _compile_all(
     return failures
 
 
-def _build_one(p: KernelPlan, options: BuildOptions, compiler: Compiler) -> tuple[dict[str, Any], str, float]:
+def _build_one(p: KernelPlan, compiler: Compiler) -> tuple[dict[str, Any], str, float]:
     start = time.perf_counter()
-    warnings = compile_kernel(compiler, p.source, p.ptx, options)
+    warnings = compile_kernel(compiler, p.source, p.ptx, p.options)
     try:
         info = ptx.parse_file(p.ptx)
     except ptx.PtxParseError as exc:
         raise KernelBuildError(
             f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}", source=p.source
         ) from exc
-    return kernel_record(p, options, compiler, info), warnings, time.perf_counter() - start
+    return kernel_record(p, compiler, info), warnings, time.perf_counter() - start
 
 
 def _prune(kernels: dict[str, Any], stems: set[str], out_dir: Path, say: Log) -> list[str]:

@@ -9,10 +9,14 @@ Used by :mod:`rawcuda.tools.kernelbuild` (which decides *what* to compile and ca
   oldest architecture with the features the kernels use.
 * ``-lineinfo`` (default): line tables for Nsight Compute and compute-sanitizer to map instructions back
   to source lines. It does not change the generated code. ``--no-lineinfo`` drops it.
-* ``--use_fast_math`` is opt-in: it flushes denormals to zero and swaps ``tanhf``, division and square
-  roots for approximations meant to be faster, which changes results -- a decision, not a default. The
-  seed passes it for "speed at a little precision"; neither half is measured here, and memory-bound
-  kernels like these may gain nothing.
+* ``--use_fast_math`` is opt-in: it flushes denormals to zero and swaps ``sinf``, ``expf``, ``tanhf``,
+  division and square roots for approximations meant to be faster, which changes results -- a decision,
+  not a default. The seed passes it for "speed at a little precision". Both halves are measured -- speed
+  and error, of a compute-bound and a memory-bound kernel, each built both ways (kernels/transcendentals.cu
+  and transcendentals_fast.cu; bench/progressions.py, tutorials/03d_fast_math.py).
+* One source may turn an option on for itself alone, on a line of its own: ``// rawcuda-build: fast_math``
+  (:func:`source_options`). That is how one kernel is built both ways: a second source that
+  includes the first and asks for the flag. The manifest records each source's own options.
 * ``NVCC_PATH`` chooses the compiler. If it is set, it is the only one tried: silently using another nvcc
   would hide the mistake you are debugging.
 """
@@ -40,6 +44,9 @@ DEFAULT_CUDA_NVCC = "/usr/local/cuda/bin/nvcc"
 DEFAULT_ARCH = "compute_80"
 
 _RELEASE = re.compile(r"release\s+([^\n]+)")
+_SOURCE_DIRECTIVE = re.compile(r"^//[ \t]*rawcuda-build:(.*)$", re.M)  # a whole line, from its first column
+#: The words a ``// rawcuda-build:`` line may say: each turns on the BuildOptions field of that name.
+SOURCE_OPTION_WORDS = ("fast_math",)
 
 
 class KernelBuildError(RawCudaError):
@@ -77,6 +84,25 @@ class BuildOptions:
     @classmethod
     def from_json(cls, data: Mapping[str, Any]) -> BuildOptions:
         return cls(arch=str(data["arch"]), fast_math=bool(data["fast_math"]), lineinfo=bool(data["lineinfo"]))
+
+
+def source_options(source: Path, options: BuildOptions) -> BuildOptions:
+    """``options`` plus what ``source`` asks for itself on ``// rawcuda-build: WORD ...`` lines.
+
+    Only the source's own lines count, not those of the files it includes: including a kernel must not
+    change how the includer is built behind its back. A word that is not in SOURCE_OPTION_WORDS is a
+    KernelBuildError naming the file and the words there are, not a flag silently ignored.
+    """
+    text = source.read_text(encoding="utf-8", errors="replace")
+    words = [word for line in _SOURCE_DIRECTIVE.findall(text) for word in line.replace(",", " ").split()]
+    unknown = sorted(set(words) - set(SOURCE_OPTION_WORDS))
+    if unknown:
+        raise KernelBuildError(
+            f"{source}: `// rawcuda-build:` asks for {', '.join(unknown)}, which is not a build option a source "
+            f"can set; it can say: {', '.join(SOURCE_OPTION_WORDS)}",
+            source=source,
+        )
+    return dataclasses.replace(options, **dict.fromkeys(words, True)) if words else options
 
 
 @dataclass(frozen=True)
@@ -228,6 +254,7 @@ def temporary_beside(path: Path) -> Path:
 __all__ = [
     "DEFAULT_ARCH",
     "NVCC_ENV",
+    "SOURCE_OPTION_WORDS",
     "BuildOptions",
     "Compiler",
     "KernelBuildError",
@@ -238,5 +265,6 @@ __all__ = [
     "known_architectures",
     "nvcc_candidates",
     "probe",
+    "source_options",
     "temporary_beside",
 ]

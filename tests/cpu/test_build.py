@@ -25,18 +25,43 @@ from tests.helpers import ROOT
 SOURCES = ROOT / "kernels"
 BUILD_PY = ROOT / "build.py"
 
+TRANSCENDENTALS = {
+    "transcendental_chain": ["u64", "u64", "u64", "u32"],
+    "exp_map": ["u64", "u64", "u64"],
+    "sin_map": ["u64", "u64", "u64"],
+}
 #: The kernels other code depends on: source stem -> entries -> PTX parameter types. Every extent is a
 #: size_t (.u64): an H200 holds matrices with a side of 2^31 floats, where an `int` size wrapped (issue 12).
 CONTRACT = {
     "elementwise": {"bias_relu": ["u64", "u64", "u64", "u64", "u64"], "gelu": ["u64", "u64", "u64"]},
     "matmul": {"matmul": ["u64", "u64", "u64", "u64", "u64", "u64"]},
+    "occupancy": {"copy_one_per_thread": ["u64", "u64", "u64"]},
     "reduce": {"warp_reduce_sum": ["u64", "u64", "u64"]},
+    "reduce_steps": {
+        name: ["u64", "u64", "u64"]
+        for name in (
+            "reduce_01_interleaved_divergent",
+            "reduce_02_interleaved_bank_conflicts",
+            "reduce_03_sequential_addressing",
+            "reduce_04_add_during_load",
+            "reduce_05_unroll_last_warp",
+            "reduce_06_complete_unroll",
+            "reduce_07_many_per_thread",
+            "reduce_08_warp_shuffle",
+        )
+    },
     "saxpy": {"saxpy": ["u64", "f32", "u64", "u64"]},
     "spin": {"spin": ["u64"]},
-    "transpose": {"transpose_naive": ["u64", "u64", "u64", "u64"], "transpose_padded": ["u64", "u64", "u64", "u64"]},
+    "transcendentals": TRANSCENDENTALS,
+    "transcendentals_fast": TRANSCENDENTALS,  # the same source, built with --use_fast_math
+    "transpose": {
+        name: ["u64", "u64", "u64", "u64"] for name in ("transpose_naive", "transpose_unpadded", "transpose_padded")
+    },
     "vector_add": {"vector_add": ["u64", "u64", "u64", "u64"]},
 }
 STEMS = sorted(CONTRACT)
+#: The sources that ask for --use_fast_math themselves (`// rawcuda-build: fast_math`).
+FAST_MATH_STEMS = ["transcendentals_fast"]
 
 
 def run_build_py(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -113,7 +138,8 @@ def test_touching_without_editing_rebuilds_nothing(built: tuple[Path, Path], nvc
 def test_changing_a_flag_rebuilds_all(built: tuple[Path, Path], nvcc: str) -> None:
     src, out = built
     result = kernelbuild.build(src, out, BuildOptions(fast_math=True), nvcc=nvcc)
-    assert sorted(result.built) == STEMS
+    # ... all but the sources that had the flag already: their options, so their PTX, did not change
+    assert sorted(result.built) == [s for s in STEMS if s not in FAST_MATH_STEMS]
     record = kernels.load_manifest(out)["kernels"]["elementwise"]
     assert record["options"]["fast_math"] is True and "--use_fast_math" in record["flags"]
     assert kernelbuild.build(src, out, BuildOptions(fast_math=True), nvcc=nvcc).built == []
@@ -151,6 +177,31 @@ def test_included_header_is_part_of_the_key(nvcc: str, tmp_path: Path) -> None:
     (src / "detail" / "scale.cuh").write_text("constexpr float SCALE = 3.0f;\n")  # included transitively
     assert kernelbuild.build(src, out, nvcc=nvcc).built == ["uses"]
     assert sorted(p.name for p in kernelbuild.local_includes(src / "uses.cu", src)) == ["common.cuh", "scale.cuh"]
+
+
+def test_a_source_may_ask_for_fast_math_for_itself(nvcc: str, tmp_path: Path) -> None:
+    src, out = tmp_path / "src", tmp_path / "out"
+    src.mkdir()
+    (src / "k.cu").write_text('extern "C" __global__ void k(float *p, float x) { p[0] = sinf(x); }\n')
+    (src / "k_fast.cu").write_text('// rawcuda-build: fast_math\n#include "k.cu"\n')
+    assert sorted(kernelbuild.build(src, out, nvcc=nvcc).built) == ["k", "k_fast"]
+    records = kernels.load_manifest(out)["kernels"]
+    assert records["k"]["options"]["fast_math"] is False and "--use_fast_math" not in records["k"]["flags"]
+    assert records["k_fast"]["options"]["fast_math"] is True and "--use_fast_math" in records["k_fast"]["flags"]
+    assert "sin.approx" in (out / "k_fast.ptx").read_text() and "sin.approx" not in (out / "k.ptx").read_text()
+    assert list(records["k_fast"]["entries"]) == ["k"]  # the included kernel, by its own name
+    assert kernelbuild.build(src, out, nvcc=nvcc).built == []  # the source's own options are in its cache key
+
+
+def test_an_unknown_source_option_is_refused_by_name(tmp_path: Path) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text('// rawcuda-build: fast_math, turbo\nextern "C" __global__ void k() {}\n')
+    with pytest.raises(KernelBuildError, match=r"turbo.*it can say: fast_math") as caught:
+        nvcc_tool.source_options(source, BuildOptions())
+    assert caught.value.source == source
+    # A directive inside an included file, or not at the start of a line, is not the source's own.
+    source.write_text('#include "other.cu"  // rawcuda-build: fast_math\n')
+    assert nvcc_tool.source_options(source, BuildOptions()) == BuildOptions()
 
 
 def test_no_temporary_files_are_left(first_build: tuple[Path, Path, kernelbuild.BuildResult]) -> None:
@@ -309,7 +360,9 @@ def test_manifest_matches_the_committed_ptx() -> None:
         assert list(record["entries"]) == list(info.entries)
         for name, entry in info.entries.items():
             assert record["entries"][name] == kernelbuild.entry_record(entry), f"{stem}: {name}"
-        assert record["options"] == BuildOptions().to_json(), "the committed PTX must use the default options"
+        own = nvcc_tool.source_options(SOURCES / record["source"], BuildOptions())
+        assert record["options"] == own.to_json(), "the committed PTX must use the default options (+ its own line's)"
+        assert own.fast_math == (stem in FAST_MATH_STEMS)
 
 
 def normalized(text: str) -> str:
@@ -327,7 +380,8 @@ def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
             f"the local nvcc ({compiler.release}) is not the one that built the committed PTX "
             f"({manifest['kernels'][STEMS[0]]['nvcc_release']}), so its cache keys differ by design"
         )
-    options = {BuildOptions.from_json(record["options"]) for record in manifest["kernels"].values()}
+    plain = [r for stem, r in manifest["kernels"].items() if stem not in FAST_MATH_STEMS]
+    options = {BuildOptions.from_json(record["options"]) for record in plain}
     assert len(options) == 1, "the committed kernels were built with different options"
     result = kernelbuild.build(SOURCES, tmp_path, options.pop(), nvcc=nvcc)
     assert sorted(result.built) == STEMS

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # compute-sanitizer over rawcuda: memcheck on every tutorial and on a kernel workload, racecheck on the
-# kernels that share memory between threads (the warp-shuffle reduction and the padded transpose).
+# kernels that share memory between threads (the warp-shuffle reduction, the tiled transposes and the
+# steps of the reduction progression).
 #
 # Usage, from the repository root:
 #   bash tests/sanitizer/run_sanitizer.sh            # the full run
@@ -126,6 +127,7 @@ else
     run "workload kernels" memcheck "$WORKLOAD_MARKER" -- "$PYTHON" "$WORKLOAD" kernels
     run "workload reduce" racecheck "$WORKLOAD_MARKER" -- "$PYTHON" "$WORKLOAD" reduce
     run "workload transpose" racecheck "$WORKLOAD_MARKER" -- "$PYTHON" "$WORKLOAD" transpose
+    run "workload steps" racecheck "$WORKLOAD_MARKER" -- "$PYTHON" "$WORKLOAD" steps
 fi
 
 summary="sanitizer: $runs runs, $errors errors"

@@ -4,7 +4,8 @@ Run by tests/sanitizer/run_sanitizer.sh under ``compute-sanitizer``; also runs o
 
     python3 tests/sanitizer/workload.py kernels [--short]   # memcheck: every ops kernel
     python3 tests/sanitizer/workload.py reduce [--short]    # racecheck: warp_reduce_sum through ops.sum
-    python3 tests/sanitizer/workload.py transpose [--short] # racecheck: the padded (and naive) transpose
+    python3 tests/sanitizer/workload.py transpose [--short] # racecheck: the three transposes (two tile shared memory)
+    python3 tests/sanitizer/workload.py steps [--short]     # racecheck: every step of the reduction progression
 
 Why awkward sizes? Out-of-bounds accesses hide at the edges: a length one past a block, a tail shorter than
 a float4, a matrix that is not a multiple of the tile, a view whose pointer is not 16-byte aligned (which
@@ -31,6 +32,7 @@ if str(ROOT) not in sys.path:  # runs from a source checkout without installing
     sys.path.insert(0, str(ROOT))
 
 from rawcuda import DeviceBuffer, ops  # noqa: E402  (after the sys.path fix above)
+from rawcuda.reduce_steps import STEPS, Reduction  # noqa: E402
 
 NAN = np.float32(np.nan)  # outputs are poisoned with it: an element a kernel skipped stays NaN
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
@@ -121,15 +123,13 @@ def matmul(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, in
             checks.close(dc.to_array(), a64 @ b64, bound, f"matmul {m}x{k} @ {k}x{n}")
 
 
-def transposes(
-    checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, int], ...], kinds: tuple[bool, ...]
-) -> None:
+def transposes(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, int], ...]) -> None:
     for rows, cols in shapes:
         x = rng.standard_normal((rows, cols)).astype(np.float32)
-        for padded in kinds:
+        for variant in sorted(ops.TRANSPOSE_VARIANTS):
             with DeviceBuffer.from_array(x) as dx, poisoned((cols, rows)) as out:
-                ops.transpose(out, dx, padded=padded)
-                checks.equal(out.to_array(), x.T, f"transpose padded={padded} {rows}x{cols}")
+                ops.transpose(out, dx, variant=variant)
+                checks.equal(out.to_array(), x.T, f"transpose {variant} {rows}x{cols}")
 
 
 def reductions(checks: Checks, rng: np.random.Generator, lengths: tuple[int, ...]) -> None:
@@ -150,9 +150,21 @@ def reductions(checks: Checks, rng: np.random.Generator, lengths: tuple[int, ...
             whole.close()
 
 
+def reduction_steps(checks: Checks, rng: np.random.Generator, lengths: tuple[int, ...]) -> None:
+    """Every step of rawcuda.reduce_steps on small integers (exact in float32): each element added once."""
+    for n in lengths:
+        ints = rng.integers(-4, 5, n).astype(np.float32)
+        with DeviceBuffer.from_array(ints) as x:
+            for step in STEPS:
+                with Reduction(step, x) as reduction:
+                    reduction.poison()
+                    got = reduction()
+                checks.equal(np.array([got]), np.array([float(ints.astype(np.int64).sum())]), f"{step.kernel} n={n}")
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("kernels", "reduce", "transpose"))
+    parser.add_argument("mode", choices=("kernels", "reduce", "transpose", "steps"))
     parser.add_argument("--short", action="store_true", help="fewer sizes (for the test suite)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng()
@@ -163,11 +175,13 @@ def main(argv: list[str] | None = None) -> int:
             lambda: elementwise(checks, rng, SHORT_LENGTHS if short else LENGTHS),
             lambda: bias_relu(checks, rng, SHORT_TRANSPOSES if short else TRANSPOSES),
             lambda: matmul(checks, rng, SHORT_MATRICES if short else MATRICES),
-            lambda: transposes(checks, rng, SHORT_TRANSPOSES if short else TRANSPOSES, (False, True)),
+            lambda: transposes(checks, rng, SHORT_TRANSPOSES if short else TRANSPOSES),
             lambda: reductions(checks, rng, SHORT_REDUCTIONS if short else REDUCTIONS),
+            lambda: reduction_steps(checks, rng, SHORT_REDUCTIONS if short else REDUCTIONS),
         ],
         "reduce": [lambda: reductions(checks, rng, SHORT_REDUCTIONS if short else REDUCTIONS)],
-        "transpose": [lambda: transposes(checks, rng, SHORT_TRANSPOSES if short else TRANSPOSES, (True, False))],
+        "transpose": [lambda: transposes(checks, rng, SHORT_TRANSPOSES if short else TRANSPOSES)],
+        "steps": [lambda: reduction_steps(checks, rng, SHORT_REDUCTIONS if short else REDUCTIONS)],
     }
     for step in plan[args.mode]:
         step()
