@@ -1,4 +1,4 @@
-"""CPU checks of the learning path's tutorials 05-08: present, documented, built on the shared frame.
+"""CPU checks of the learning path's tutorials 05-08 (07 in two parts): present, documented, on the shared frame.
 
 tests/cpu/test_tutorials.py runs every tutorial end to end (exit 0 on a GPU host). These checks are the part
 that means something on a machine without a GPU: each file exists, explains itself in a module docstring,
@@ -16,7 +16,13 @@ import pytest
 from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
-NEW_TUTORIALS = ["05_errors.py", "06_streams_events.py", "07_lifetimes.py", "08_when_not_to_use_the_gpu.py"]
+NEW_TUTORIALS = [
+    "05_errors.py",
+    "06_streams_events.py",
+    "07a_contexts.py",
+    "07b_lifetimes.py",
+    "08_when_not_to_use_the_gpu.py",
+]
 TIMEOUT_S = 120
 ENTER_PRESSES = "\n" * 100  # more than any tutorial has steps: --step reads one line per step
 
@@ -30,6 +36,11 @@ def run_by_name(name: str, *args: str, stdin: str = "") -> subprocess.CompletedP
     return run_tutorial(TUTORIAL_DIR / name, *args, stdin=stdin, timeout=TIMEOUT_S)
 
 
+def number(name: str) -> str:
+    """``07b_lifetimes.py`` -> ``07b``: the number, with the letter of a part when a topic is split."""
+    return name.split("_", 1)[0]
+
+
 def parse(name: str) -> ast.Module:
     return ast.parse((TUTORIAL_DIR / name).read_text(), filename=name)
 
@@ -40,7 +51,7 @@ def test_tutorial_exists_with_docstring(name: str) -> None:
     assert path.is_file(), f"{path} is part of the learning path"
     doc = ast.get_docstring(parse(name))
     assert doc and len(doc.splitlines()) > 3, f"{name} needs a module docstring that explains what it teaches"
-    assert doc.startswith(f"Tutorial {name[:2]} -- "), "the docstring's first line names the tutorial"
+    assert doc.startswith(f"Tutorial {number(name)} -- "), "the docstring's first line names the tutorial"
     assert f"python tutorials/{name} [--step]" in doc, "the docstring says how to run it"
 
 
@@ -93,6 +104,6 @@ def test_tutorial_step_mode_without_gpu(name: str) -> None:
 @pytest.mark.parametrize("name", NEW_TUTORIALS)
 def test_tutorial_is_listed_in_the_readme(name: str) -> None:
     readme = (TUTORIAL_DIR / "README.md").read_text()
-    rows = [line for line in readme.splitlines() if line.startswith(f"| {name[:2]} | `{name}` |")]
+    rows = [line for line in readme.splitlines() if line.startswith(f"| {number(name)} | `{name}` |")]
     assert len(rows) == 1, f"tutorials/README.md needs one table row for {name}"
     assert rows[0].count(" | ") >= 4, "the row says what it teaches, the seed concept and the cust item"

@@ -116,7 +116,7 @@ if [[ $MODE == short ]]; then
     run "workload kernels --short" memcheck "$WORKLOAD_MARKER" -- "$PYTHON" "$WORKLOAD" kernels --short
     run "workload reduce --short" racecheck "$WORKLOAD_MARKER" -- "$PYTHON" "$WORKLOAD" reduce --short
 else
-    for tutorial in tutorials/[0-9][0-9]_*.py; do
+    for tutorial in tutorials/[0-9][0-9]*_*.py; do
         if [[ $EXCLUDED == *" $(basename "$tutorial") "* ]]; then
             echo "sanitizer: skipped   $tutorial (excluded: it faults on purpose, or SANITIZER_EXCLUDE)"
             continue
