@@ -43,7 +43,7 @@ KERNEL = "saxpy"  # the kernel followed through the pipeline: y = a*x + y
 N = 100_003
 BLOCK = 256
 NVCC_TIMEOUT_S = 120
-ISA_DIGITS = 10  # cuFuncGetAttribute(PTX_VERSION) answers major * 10 + minor: 80 for .target sm_80
+ARCH_DIGITS = 10  # cuFuncGetAttribute answers architectures as major * 10 + minor: 80 for .target sm_80
 LAYERS = """\
 by hand (step 3)                     the rawcuda layer that does it (each imports only the layers below)
 -----------------------------------  ------------------------------------------------------------------
@@ -162,14 +162,16 @@ def load_by_hand(t: Tutorial, ptx_file: Path) -> None:
         expect_success(
             t, cuFuncGetAttribute(byref(value), attribute, function), f"cuFuncGetAttribute({attribute.name})"
         )
-    target = ptx.parse(ptx_file.read_text()).target
+    parsed = ptx.parse(ptx_file.read_text())
+    target = parsed.target
     major, minor = rawcuda.Device(0).compute_capability
     t.say(
-        f"PTX_VERSION {ptx_target.value}: the PTX was written for .target {target}; BINARY_VERSION "
-        f"{binary.value}: the JIT\ncompiled it for this GPU, sm_{major}{minor}; {regs.value} registers per thread"
+        f"PTX_VERSION {ptx_target.value}: the PTX was written for .target {target} (despite its name, not the ISA\n"
+        f".version {parsed.version[0]}.{parsed.version[1]}); BINARY_VERSION {binary.value}: the JIT compiled it for "
+        f"this GPU, sm_{major}{minor};\n{regs.value} registers per thread"
     )
     t.check(
-        f"sm_{ptx_target.value}" == target and binary.value == major * ISA_DIGITS + minor,
+        f"sm_{ptx_target.value}" == target and binary.value == major * ARCH_DIGITS + minor,
         "what the driver reports matches the PTX header and the device",
     )
     missing = cuModuleGetFunction(byref(function), module, b"saxpy_typo")
