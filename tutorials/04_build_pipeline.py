@@ -270,7 +270,7 @@ def the_cust_way(t: Tutorial) -> None:
         "new nvcc or changed flags do not trigger it. There is no manifest: launch! checks only that each\n"
         "argument is DeviceCopy, so a wrong count or width compiles -- rawcuda checks the PTX signature.\n"
         "The bindings are built too: cust_raw's build script runs bindgen over the cuda.h it finds, and\n"
-        "expands cuda.h's #define cuMemAlloc cuMemAlloc_v2 (by compiling the macros with a C compiler) so that\n"
+        "expands cuda.h's #define cuMemAlloc cuMemAlloc_v2 (with the C preprocessor) so that\n"
         "each Rust name links to the versioned symbol -- decided by the headers on the build machine.\n"
         "rawcuda writes that table by hand (layer 0) and proves it against cuda.h in CI."
     )

@@ -126,9 +126,10 @@ def main(t: Tutorial) -> None:
     )
     t.say(
         "Checked in Rust-CUDA (commit ac2674f, 2025-08-23): crates/cust_raw/build/callbacks.rs records every\n"
-        "cu* macro bindgen meets, expands them by compiling a small C file against cuda.h, and overrides each\n"
-        "function's link name with the expansion (cuMemAlloc -> cuMemAlloc_v2). So the symbols are the ones\n"
-        "the build machine's cuda.h selects, fixed at build time; cust does not wrap cuGetProcAddress."
+        "cu* macro bindgen meets, expands them by running the C preprocessor over a small file against cuda.h,\n"
+        "and gives each generated function its plain cuda.h name and the expanded symbol as its link name\n"
+        "(cuMemAlloc links cuMemAlloc_v2). So the symbols are the ones the build machine's cuda.h selects,\n"
+        "fixed at build time; cust does not wrap cuGetProcAddress."
     )
 
 
