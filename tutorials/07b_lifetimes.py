@@ -41,7 +41,7 @@ from _tutorial import Tutorial, run
 import rawcuda
 from rawcuda import Context, DeviceBuffer, PinnedBuffer, Stream
 from rawcuda.checked import cu, raise_for
-from rawcuda.ffi.constants import CtxFlag
+from rawcuda.ffi.constants import CtxFlag, HostAllocFlag
 from rawcuda.ffi.results import Result, c_name
 
 MIB = 1 << 20
@@ -280,7 +280,7 @@ def main(t: Tutorial) -> None:
     cu.cuMemHostGetFlags(byref(flags), address)
     t.say(
         f"the view's data pointer {view.ctypes.data:#x} is the pinned address {address:#x}; cuMemHostGetFlags on it\n"
-        f"still succeeds (flags {flags.value:#x}): the view keeps the pinned pages alive"
+        f"still succeeds ({HostAllocFlag(flags.value)!r}): the view keeps the pinned pages alive"
     )
     t.check(view.ctypes.data == address, "the numpy view reads the pinned memory itself, not a copy")
     del view  # the last view: now cuMemFreeHost runs

@@ -219,6 +219,7 @@ def with_rawcuda(t: Tutorial, d: SimpleNamespace) -> None:
     ops.vector_add(c, a, b)  # a kernel on managed memory, no copies
     ctx.synchronize()
     t.say(f"a.ptr = {a.ptr:#x}; a.array's data pointer = {a.array.ctypes.data:#x}")
+    t.check(a.ptr == a.array.ctypes.data, "the kernel's pointer and numpy's are one address")
     t.check(bool(np.array_equal(c.array, expected)), f"all {N:,} sums are right, read through c.array (no copy)")
 
     t.step("rawcuda: advice -- SET_READ_MOSTLY, read back by hand with cuMemRangeGetAttribute")
