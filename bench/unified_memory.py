@@ -1,23 +1,30 @@
-"""Does unified memory cost memory-bound kernels 30-50%? Vector add on managed vs explicit device memory (GPU).
+"""Does unified memory cost memory-bound kernels 30-50%? Vector add on managed vs explicit memory, measured alike (GPU).
 
-The seed article claims that unified (managed) memory costs memory-bound kernels 30-50%. The cost of
-managed memory depends on where its pages are when the kernel runs, so this benchmark times the same
-vector add ``c = a + b`` (3 arrays of ``--mib`` MiB each, float32) in each situation:
+The seed article claims that unified (managed) memory costs memory-bound kernels 30-50%. The cost of managed
+memory depends on where its pages are when the kernel runs, and a comparison means something only when both
+sides are measured the same way. So every case here follows one protocol, on one stream:
 
-* explicit DeviceBuffers -- the baseline (kernel only), and with the host-to-device copies of a and b
-  that the explicit program must make (a first touch moves that data too). Those copies are from pageable
-  arrays and synchronous: the simplest explicit program, not the fastest -- pinned copies run several
-  times faster (bench/copies.py);
-* managed, resident -- the pages are already on the GPU (a steady state: the same kernel again);
-* managed, first touch -- the host just wrote a, b and c, so every page faults and migrates;
-* managed, prefetched -- the host wrote them, then ``cuMemPrefetchAsync`` moved them (prefetch timed apart);
-* managed, advised -- PREFERRED_LOCATION and ACCESSED_BY the GPU, pages written by the host, no prefetch;
-  and advised + prefetched.
+* per trial, the host writes fresh random inputs a and b (``--mib`` MiB each, float32) and the output c is
+  poisoned with NaN on the GPU; then the case brings a and b to the GPU -- its *placement*, timed with CUDA
+  events when there is one:
 
-Every time is from CUDA events on the GPU's timeline; each figure is the median of several runs (fresh
-random data written by the host before each first-touch run); every result is checked element by element.
+  - explicit, pinned: the host wrote pinned buffers; ``cuMemcpyHtoDAsync`` copies them to DeviceBuffers
+    (the baseline every ratio is taken against);
+  - explicit, pageable: the same from plain numpy arrays (the driver stages them: the old, slower baseline);
+  - managed, first touch: no placement -- the kernel's page faults migrate a and b;
+  - managed, prefetched: ``cuMemPrefetchAsync`` to the GPU;
+  - managed, advised: PREFERRED_LOCATION + ACCESSED_BY the GPU, no prefetch; and advised + prefetched;
+  - managed, host read: a and b resident on the GPU, then the host reads them (no advice; and with
+    SET_READ_MOSTLY);
 
-Usage: python bench/unified_memory.py [--out DIR] [--mib 256] [--trials 5]
+* then ``--launches`` launches of the same kernel, each timed by its own pair of CUDA events: launch 1 is
+  *cold* (right after the placement), launches 2.. are *warm*;
+* medians over ``--trials`` trials (warm: over every warm launch); every result checked element by element.
+
+Cold is compared with cold and warm with warm, so a one-off effect of the first launch after data arrives
+(clocks, TLBs) counts against both sides alike. The verdict is computed from the numbers.
+
+Usage: python bench/unified_memory.py [--out DIR] [--mib 256] [--trials 5] [--launches 10]
 (writes unified_memory.json / unified_memory.md to DIR, default bench/results)
 """
 
@@ -30,7 +37,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -38,48 +45,76 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rawcuda
-from rawcuda import Device, DeviceBuffer, Event, ManagedBuffer, ops
+from rawcuda import Device, DeviceBuffer, Event, ManagedBuffer, PinnedBuffer, Stream, ops
 from rawcuda.context import default_context
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemAdvise
 
 MIB = 1 << 20
-WARMUP = 3
-REPS = 20  # steady-state runs (pages resident): cheap, so many
+F32_BYTES = 4
 NAN32 = np.float32(np.nan)
-ARRAYS = 3  # a and b read, c written: the bytes a vector add must move
+MOVED_ARRAYS = 2  # a and b: what each case brings to the GPU (c is written there)
 SEED_CLAIM = (1.3, 1.5)  # "30%~50% performance regression"
+SAME_WITHIN = 0.05  # a ratio within 5% of 1 is "the same"
+MS_PER_S = 1e3
+BYTES_PER_GB = 1e9
+BASELINE = "explicit, pinned copies"
+MIN_LAUNCHES = 2  # one cold launch and at least one warm one
+
+
+@dataclass
+class Case:
+    name: str
+    placement: str = ""  # what was timed before the launches ("" when nothing was)
+    note: str = ""
+    place_ms: list[float] = field(default_factory=list)
+    cold_ms: list[float] = field(default_factory=list)
+    warm_ms: list[float] = field(default_factory=list)
 
 
 @dataclass
 class Row:
     case: str
-    median_ms: float
-    min_ms: float
-    max_ms: float
-    runs: int
-    gb_per_s: float
-    vs_explicit: float
-    note: str = ""
+    placement: str
+    place_ms: float | None
+    place_gb_per_s: float | None
+    cold_ms: float
+    cold_min_ms: float
+    cold_max_ms: float
+    warm_ms: float
+    cold_vs_explicit: float
+    warm_vs_explicit: float
+    trials: int
+    warm_launches: int
+    note: str
 
 
-def event_ms(work: Callable[[], object]) -> float:
-    """GPU milliseconds of one run of ``work`` (events on the legacy default stream, like the work)."""
-    start, end = Event(), Event()
-    start.record()
-    work()
-    end.record()
-    ms = start.elapsed_ms(end)
-    start.close()
-    end.close()
-    return ms
+class Timer:
+    """CUDA events on one stream, created once: a pair for a placement, one pair per launch."""
 
+    def __init__(self, stream: Stream, launches: int) -> None:
+        self.stream = stream
+        self.launches = launches
+        self.pairs = [(Event(), Event()) for _ in range(launches + 1)]
 
-def steady_ms(work: Callable[[], object]) -> list[float]:
-    """REPS timed runs of ``work`` after WARMUP untimed ones."""
-    for _ in range(WARMUP):
+    def span_ms(self, work: Callable[[], object]) -> float:
+        start, end = self.pairs[-1]
+        start.record(self.stream)
         work()
-    return [event_ms(work) for _ in range(REPS)]
+        end.record(self.stream)
+        return start.elapsed_ms(end)
+
+    def launches_ms(self, launch: Callable[[], object]) -> list[float]:
+        for start, end in self.pairs[: self.launches]:
+            start.record(self.stream)
+            launch()
+            end.record(self.stream)
+        return [start.elapsed_ms(end) for start, end in self.pairs[: self.launches]]
+
+    def close(self) -> None:
+        for pair in self.pairs:
+            for event in pair:
+                event.close()
 
 
 class Check:
@@ -95,118 +130,184 @@ class Check:
         self.count += 1
 
 
-def host_writes(a: ManagedBuffer, b: ManagedBuffer, c: ManagedBuffer, rng: np.random.Generator) -> np.ndarray:
-    """Fresh inputs written by the host (so the pages now live on the host), c poisoned; the expected sum."""
-    default_context().synchronize()
-    rng.standard_normal(dtype=np.float32, out=a.array)
-    rng.standard_normal(dtype=np.float32, out=b.array)
-    c.array[:] = NAN32
-    return a.array + b.array
+def describe(ratio: float) -> str:
+    if abs(ratio - 1) <= SAME_WITHIN:
+        return f"{ratio:.2f}x (the same within {SAME_WITHIN:.0%})"
+    return f"{ratio:.2f}x ({abs(ratio - 1):.0%} {'faster' if ratio < 1 else 'slower'})"
+
+
+def in_seed_range(ratio: float) -> str:
+    low, high = SEED_CLAIM
+    return f"{'inside' if low <= ratio <= high else 'outside'} the seed's {low - 1:.0%}-{high - 1:.0%}"
+
+
+def measure_explicit(n: int, trials: int, timer: Timer, rng: np.random.Generator, check: Check) -> list[Case]:
+    stream = timer.stream
+    pinned = Case(BASELINE, "cuMemcpyHtoDAsync x2", "pinned host buffers: the baseline of every ratio")
+    pageable = Case("explicit, pageable copies", "cuMemcpyHtoDAsync x2", "plain numpy arrays, staged by the driver")
+    pa, pb = PinnedBuffer(n, np.float32), PinnedBuffer(n, np.float32)
+    ha, hb = np.empty(n, np.float32), np.empty(n, np.float32)
+    da, db, dc = (DeviceBuffer.empty(n) for _ in range(3))
+    for case, (src_a, src_b) in ((pinned, (pa.array, pb.array)), (pageable, (ha, hb))):
+        for _ in range(trials):
+            stream.synchronize()
+            rng.standard_normal(dtype=np.float32, out=src_a)
+            rng.standard_normal(dtype=np.float32, out=src_b)
+            expected = src_a + src_b
+            dc.fill(NAN32, stream=stream)
+            case.place_ms.append(
+                timer.span_ms(lambda a=src_a, b=src_b: (da.copy_from(a, stream=stream), db.copy_from(b, stream=stream)))
+            )
+            launches = timer.launches_ms(lambda: ops.vector_add(dc, da, db, stream=stream))
+            case.cold_ms.append(launches[0])
+            case.warm_ms.extend(launches[1:])
+            check(dc.to_array(stream=stream), expected, case.name)
+    for buf in (pa, pb, da, db, dc):
+        buf.close()
+    return [pinned, pageable]
+
+
+def measure_managed(n: int, trials: int, timer: Timer, rng: np.random.Generator, check: Check) -> list[Case]:
+    stream = timer.stream
+    dev = default_context().device
+    first_touch = Case("managed, first touch", "", "every page of a and b faults and migrates during launch 1")
+    prefetched = Case("managed, prefetched", "cuMemPrefetchAsync x2")
+    advised = Case("managed, advised (preferred location + accessed by GPU)", "", "pages on the host, no prefetch")
+    advised_prefetched = Case("managed, advised + prefetched", "cuMemPrefetchAsync x2")
+    host_read = Case("managed, resident, then the host read a and b", "", "no advice")
+    read_mostly = Case("managed, resident, then the host read a and b: SET_READ_MOSTLY", "")
+    a, b, c = ManagedBuffer(n), ManagedBuffer(n), ManagedBuffer(n)
+
+    def fresh() -> np.ndarray:
+        stream.synchronize()
+        rng.standard_normal(dtype=np.float32, out=a.array)
+        rng.standard_normal(dtype=np.float32, out=b.array)
+        c.fill(NAN32, stream=stream)
+        return a.array + b.array
+
+    def prefetch() -> None:
+        a.prefetch(dev, stream)
+        b.prefetch(dev, stream)
+
+    def launch() -> None:
+        ops.vector_add(c, a, b, stream=stream)
+
+    def run(case: Case, expected: np.ndarray) -> None:
+        launches = timer.launches_ms(launch)
+        case.cold_ms.append(launches[0])
+        case.warm_ms.extend(launches[1:])
+        stream.synchronize()
+        check(c.array, expected, case.name)
+
+    def advise(*advice: MemAdvise) -> None:
+        for buf in (a, b):
+            for item in advice:
+                buf.advise(item, dev)
+
+    for _ in range(trials):
+        run(first_touch, fresh())
+        expected = fresh()
+        prefetched.place_ms.append(timer.span_ms(prefetch))
+        run(prefetched, expected)
+    for case, advice in ((host_read, ()), (read_mostly, (MemAdvise.SET_READ_MOSTLY,))):
+        advise(*advice)
+        for _ in range(trials):
+            expected = fresh()
+            prefetch()
+            launch()  # every page on the GPU
+            stream.synchronize()
+            if not np.isfinite(float(a.array.sum()) + float(b.array.sum())):  # the host reads both inputs
+                raise SystemExit(f"{case.name}: the inputs are not finite")
+            c.fill(NAN32, stream=stream)
+            run(case, expected)
+    advise(MemAdvise.UNSET_READ_MOSTLY)
+    for buf in (a, b, c):
+        buf.close()
+
+    # advice sticks to a range: fresh allocations for the advised cases
+    a, b, c = ManagedBuffer(n), ManagedBuffer(n), ManagedBuffer(n)
+    advise(MemAdvise.SET_PREFERRED_LOCATION, MemAdvise.SET_ACCESSED_BY)
+    for _ in range(trials):
+        run(advised, fresh())
+        expected = fresh()
+        advised_prefetched.place_ms.append(timer.span_ms(prefetch))
+        run(advised_prefetched, expected)
+    for buf in (a, b, c):
+        buf.close()
+    return [first_touch, prefetched, advised, advised_prefetched, host_read, read_mostly]
+
+
+def rows_of(cases: list[Case], moved: int) -> list[Row]:
+    base = cases[0]
+    base_cold, base_warm = statistics.median(base.cold_ms), statistics.median(base.warm_ms)
+    rows = []
+    for case in cases:
+        place = statistics.median(case.place_ms) if case.place_ms else None
+        cold, warm = statistics.median(case.cold_ms), statistics.median(case.warm_ms)
+        rows.append(
+            Row(
+                case=case.name,
+                placement=case.placement,
+                place_ms=place,
+                place_gb_per_s=moved / (place / MS_PER_S) / BYTES_PER_GB if place else None,
+                cold_ms=cold,
+                cold_min_ms=min(case.cold_ms),
+                cold_max_ms=max(case.cold_ms),
+                warm_ms=warm,
+                cold_vs_explicit=cold / base_cold,
+                warm_vs_explicit=warm / base_warm,
+                trials=len(case.cold_ms),
+                warm_launches=len(case.warm_ms),
+                note=case.note,
+            )
+        )
+    return rows
+
+
+def verdict(rows: dict[str, Row], moved: int) -> list[str]:
+    base, first = rows[BASELINE], rows["managed, first touch"]
+    pre = rows["managed, prefetched"]
+    base_total = (base.place_ms or 0.0) + base.cold_ms
+    touch_rate = moved / (first.cold_ms / MS_PER_S) / BYTES_PER_GB
+    return [
+        f"Seed: unified memory costs memory-bound kernels {SEED_CLAIM[0] - 1:.0%}-{SEED_CLAIM[1] - 1:.0%}. Measured "
+        "(cold against cold, warm against warm):",
+        f"* resident pages (warm launches after a first touch): {describe(first.warm_vs_explicit)} -- "
+        f"{in_seed_range(first.warm_vs_explicit)};",
+        f"* the first launch after a prefetch: {describe(pre.cold_vs_explicit)} against the first launch after "
+        f"pinned copies -- {in_seed_range(pre.cold_vs_explicit)}; its warm launches {describe(pre.warm_vs_explicit)};",
+        f"* a first touch: {first.cold_ms:.2f} ms against {base_total:.2f} ms for pinned copies + first launch "
+        f"({first.cold_ms / base_total:.1f}x); a and b moved at {touch_rate:.1f} GB/s during it, where pinned "
+        f"copies moved {base.place_gb_per_s or 0.0:.1f} GB/s and a prefetch {pre.place_gb_per_s or 0.0:.1f} GB/s.",
+    ]
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=Path("bench/results"))
-    parser.add_argument("--mib", type=int, default=256, help="MiB per array (three arrays, twice: managed + device)")
-    parser.add_argument("--trials", type=int, default=5, help="runs of each first-touch case (median reported)")
+    parser.add_argument("--mib", type=int, default=256, help="MiB per array (three arrays, managed and device)")
+    parser.add_argument("--trials", type=int, default=5, help="placements per case (cold figures: their median)")
+    parser.add_argument("--launches", type=int, default=10, help="event-timed launches per trial (the first is cold)")
     args = parser.parse_args()
+    if args.mib < 1 or args.trials < 1 or args.launches < MIN_LAUNCHES:
+        parser.error("--mib and --trials must be at least 1, --launches at least 2 (one cold, one warm)")
     args.out.mkdir(parents=True, exist_ok=True)
-    n = args.mib * MIB // 4
-    nbytes = ARRAYS * n * 4
+    n = args.mib * MIB // F32_BYTES
+    moved = MOVED_ARRAYS * n * F32_BYTES
     rng = np.random.default_rng()
     dev = Device(0)
     ctx = default_context()
     check = Check()
     ops.kernel("vector_add", "vector_add", ctx)  # load the module before any timing (its JIT is host time)
-    samples: dict[str, list[float]] = {}
-    notes: dict[str, str] = {}
+    stream = Stream()
+    timer = Timer(stream, args.launches)
+    cases = measure_explicit(n, args.trials, timer, rng, check) + measure_managed(n, args.trials, timer, rng, check)
+    timer.close()
+    stream.close()
 
-    # --- explicit device memory: the baseline ---------------------------------------------------------------
-    a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
-    da, db, dc = DeviceBuffer.from_array(a_host), DeviceBuffer.from_array(b_host), DeviceBuffer.empty(n)
-    dc.fill(NAN32)
-    samples["explicit DeviceBuffers (kernel)"] = steady_ms(lambda: ops.vector_add(dc, da, db))
-    check(dc.to_array(), a_host + b_host, "explicit")
-    copies = []
-    for _ in range(args.trials):
-        a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
-        dc.fill(NAN32)
-        # copy_from without a stream is synchronous (pageable memory, staged by the driver): the events on
-        # the GPU's timeline see the whole copy, including the gaps while the driver stages it.
-        copies.append(
-            event_ms(lambda a=a_host, b=b_host: (da.copy_from(a), db.copy_from(b), ops.vector_add(dc, da, db)))
-        )
-        check(dc.to_array(), a_host + b_host, "explicit + copies")
-    samples["explicit, HtoD copies of a and b + kernel"] = copies
-    notes["explicit, HtoD copies of a and b + kernel"] = "pageable host arrays, synchronous copies (pinned: see copies)"
-    for buf in (da, db, dc):
-        buf.close()
-
-    # --- managed memory, no hints ------------------------------------------------------------------------------
-    a, b, c = ManagedBuffer(n), ManagedBuffer(n), ManagedBuffer(n)
-    first, prefetch, after_prefetch = [], [], []
-    for _ in range(args.trials):
-        expected = host_writes(a, b, c, rng)
-        first.append(event_ms(lambda: ops.vector_add(c, a, b)))
-        check(c.array, expected, "managed, first touch")
-    for _ in range(args.trials):
-        expected = host_writes(a, b, c, rng)
-        prefetch.append(event_ms(lambda: [buf.prefetch(dev) for buf in (a, b, c)]))
-        after_prefetch.append(event_ms(lambda: ops.vector_add(c, a, b)))
-        check(c.array, expected, "managed, prefetched")
-    expected = host_writes(a, b, c, rng)
-    ops.vector_add(c, a, b)  # first touch: from here on every page is on the GPU
-    resident = steady_ms(lambda: ops.vector_add(c, a, b))
-    check(c.array, expected, "managed, resident")
-    samples["managed, resident (pages already on the GPU)"] = resident
-    samples["managed, first touch (pages on the host)"] = first
-    notes["managed, first touch (pages on the host)"] = "every page faults and migrates during the kernel"
-    samples["managed, prefetch to the GPU (prefetch only)"] = prefetch
-    samples["managed, after prefetch (kernel only)"] = after_prefetch
-    samples["managed, prefetch + kernel"] = [p + k for p, k in zip(prefetch, after_prefetch, strict=True)]
-    for buf in (a, b, c):
-        buf.close()
-
-    # --- managed memory with advice (fresh allocations: advice sticks to a range) ----------------------------
-    a, b, c = ManagedBuffer(n), ManagedBuffer(n), ManagedBuffer(n)
-    for buf in (a, b, c):
-        buf.advise(MemAdvise.SET_PREFERRED_LOCATION, dev)
-        buf.advise(MemAdvise.SET_ACCESSED_BY, dev)
-    advised, advised_prefetched = [], []
-    for _ in range(args.trials):
-        expected = host_writes(a, b, c, rng)
-        advised.append(event_ms(lambda: ops.vector_add(c, a, b)))
-        check(c.array, expected, "managed, advised")
-    for _ in range(args.trials):
-        expected = host_writes(a, b, c, rng)
-        for buf in (a, b, c):
-            buf.prefetch(dev)
-        advised_prefetched.append(event_ms(lambda: ops.vector_add(c, a, b)))
-        check(c.array, expected, "managed, advised + prefetched")
-    samples["managed, advised: preferred location + accessed by GPU, pages on the host"] = advised
-    samples["managed, advised + prefetched (kernel only)"] = advised_prefetched
-    for buf in (a, b, c):
-        buf.close()
-
-    # --- report -------------------------------------------------------------------------------------------------
-    baseline = statistics.median(samples["explicit DeviceBuffers (kernel)"])
-    rows = []
-    for case, times in samples.items():
-        med = statistics.median(times)
-        # GB/s of the three arrays' bytes in every row (a prefetch moves exactly those bytes too)
-        rows.append(
-            Row(case, med, min(times), max(times), len(times), nbytes / med / 1e6, med / baseline, notes.get(case, ""))
-        )
+    rows = rows_of(cases, moved)
     by_case = {row.case: row for row in rows}
-    resident_x = by_case["managed, resident (pages already on the GPU)"].vs_explicit
-    first_x = by_case["managed, first touch (pages on the host)"].vs_explicit
-    copies_row = by_case["explicit, HtoD copies of a and b + kernel"]
-    verdict = (
-        f"seed: unified memory costs memory-bound kernels {SEED_CLAIM[0] - 1:.0%}-{SEED_CLAIM[1] - 1:.0%}. "
-        f"Measured: resident managed memory runs at {resident_x:.2f}x the explicit kernel time; the first "
-        f"touch at {first_x:.1f}x ({first_x * baseline / copies_row.median_ms:.2f}x the explicit "
-        "copies + kernel that move the same data)."
-    )
+    summary = verdict(by_case, moved)
     meta = {
         "date": time.strftime("%Y-%m-%d"),
         "gpu": dev.name,
@@ -215,29 +316,36 @@ def main() -> None:
         "numpy": np.__version__,
         "mib_per_array": args.mib,
         "trials": args.trials,
-        "steady_reps": REPS,
+        "launches_per_trial": args.launches,
+        "protocol": "per trial: fresh host data, placement (event-timed), then event-timed launches on one stream; "
+        "launch 1 cold, the rest warm; ratios cold/cold and warm/warm against explicit pinned copies",
         "verified_results": check.count,
         "concurrent_managed_access": dev.attribute(DeviceAttribute.CONCURRENT_MANAGED_ACCESS),
         "pageable_memory_access": dev.attribute(DeviceAttribute.PAGEABLE_MEMORY_ACCESS),
     }
     (args.out / "unified_memory.json").write_text(
-        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows], "verdict": verdict}, indent=2)
+        json.dumps({"meta": meta, "rows": [asdict(r) for r in rows], "verdict": summary}, indent=2)
     )
     lines = [
         f"# Unified memory vs explicit buffers ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']})",
         "",
-        f"c = a + b over 3 x {args.mib} MiB float32; CUDA-event times, median of the runs shown; "
-        f"{check.count} results verified element by element.",
+        f"c = a + b over 3 x {args.mib} MiB float32, one stream, CUDA events. Per trial: fresh host data, the "
+        f"placement, then {args.launches} launches (launch 1 cold, the rest warm); medians over {args.trials} "
+        f"trials; {check.count} results verified element by element.",
         "",
-        "| case | median ms | min | max | runs | GB/s | x explicit kernel | note |",
-        "|---|---:|---:|---:|---:|---:|---:|---|",
+        "| case | placement | ms | GB/s | cold launch ms (min-max) | warm launch ms | cold / explicit | "
+        "warm / explicit | note |",
+        "|---|---|---:|---:|---:|---:|---:|---:|---|",
     ]
-    lines += [
-        f"| {r.case} | {r.median_ms:.3f} | {r.min_ms:.3f} | {r.max_ms:.3f} | {r.runs} | {r.gb_per_s:,.0f} | "
-        f"{r.vs_explicit:.2f} | {r.note} |"
-        for r in rows
-    ]
-    lines += ["", verdict]
+    for r in rows:
+        place = f"{r.place_ms:.3f}" if r.place_ms is not None else "-"
+        rate = f"{r.place_gb_per_s:.1f}" if r.place_gb_per_s is not None else "-"
+        lines.append(
+            f"| {r.case} | {r.placement or '-'} | {place} | {rate} | {r.cold_ms:.3f} ({r.cold_min_ms:.3f}-"
+            f"{r.cold_max_ms:.3f}) | {r.warm_ms:.3f} | {r.cold_vs_explicit:.2f} | {r.warm_vs_explicit:.2f} | "
+            f"{r.note} |"
+        )
+    lines += ["", *summary]
     (args.out / "unified_memory.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
 

@@ -15,7 +15,7 @@ because the cost depends on where the pages are when the kernel runs. Measured o
 faults and migrates, and the kernel moved about 9 GB/s -- far below the 53-55 GB/s pinned copies move
 over the same link; with the pages resident after a first run, the kernel ran at a DeviceBuffer's speed
 (1.00x); right after ``prefetch()`` it took 1.41x (0.92x with placement advice as well).
-``bench/unified_memory.py`` measures each case against explicit buffers; tutorial 11 walks through them.
+``bench/unified_memory.py`` measures each case against explicit buffers; tutorials 11a and 11b walk through them.
 
 **Host access while kernels run.** On devices with ``CONCURRENT_MANAGED_ACCESS`` (Pascal and later on
 Linux, e.g. every H100/H200) the host may touch managed memory at any time (reading what a running kernel

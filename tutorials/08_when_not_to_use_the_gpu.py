@@ -5,27 +5,37 @@ that numpy or a BLAS binding already does well, and work that does not need acce
 tutorial measures the simplest such case instead of asserting it: ``c = a + b`` on the CPU with numpy
 versus the full GPU round trip -- copy a and b to the device, run ``rawcuda.ops.vector_add``, copy c back.
 
+First the smallest case by hand -- 1,024 floats, libcuda through plain ctypes (argtypes, restype, the
+integer CUresult), timed against numpy -- then the sweep with rawcuda's classes, then the same round trip
+in cust.
+
 Vector add does one addition per 12 bytes moved. On the GPU it is limited by device memory bandwidth
 (terabytes per second), but a round trip first pushes those 12 bytes per element over PCIe or NVLink,
 which is often no faster than the host's own memory -- so the copies, not the kernel, decide. The table shows
 where (and whether) the round trip beats numpy, with pinned and with pageable host memory, and where the
-kernel alone wins when the data already lives on the GPU.
+kernel alone wins when the data already lives on the GPU. A diagram of the path the bytes take, with this
+run's measured rates beside each hop, closes the measurements.
 
 Run:  python tutorials/08_when_not_to_use_the_gpu.py [--step]
 """
 
 from __future__ import annotations
 
+import ctypes
 import statistics
 import time
 from collections.abc import Callable
+from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
 from dataclasses import dataclass
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, PinnedBuffer, Stream, ops
+from rawcuda import DeviceBuffer, PinnedBuffer, Stream, kernels, ops
+from rawcuda.checked import cu, raise_for
+from rawcuda.ffi.attributes import DeviceAttribute
+from rawcuda.ffi.results import Result, c_name
 
 MIN_EXP, MAX_EXP = 10, 26  # sizes 2**10 .. 2**26 floats (4 KiB .. 256 MiB per array)
 SIZES = [1 << e for e in range(MIN_EXP, MAX_EXP + 1)]
@@ -37,6 +47,10 @@ NAN32 = np.float32(np.nan)  # poison: an output that was not written stays NaN a
 US_PER_S = 1_000_000
 BYTES_PER_GB = 1e9
 KIB = 1024
+RAW_N = 1024  # floats per array in the by-hand round trip: 4 KiB, far below any crossover
+RAW_REPS = 50  # timed by-hand round trips (median reported)
+RAW_BLOCK = 256  # threads per block for the by-hand launch (vector_add has a grid-stride loop: any size works)
+NAN_BITS = 0x7FC00000  # a float32 quiet NaN as a 32-bit pattern, to poison the device output
 
 
 @dataclass
@@ -80,6 +94,120 @@ class Memory:
     da: DeviceBuffer
     db: DeviceBuffer
     dc: DeviceBuffer
+
+
+def expect_success(t: Tutorial, code: int, call: str, *, show: bool = True) -> None:
+    """A CUresult is a plain C int: 0 is CUDA_SUCCESS, anything else an error. Every raw call is checked here;
+    ``show=False`` keeps the calls repeated in a loop quiet unless they fail."""
+    if show or code != Result.SUCCESS:
+        t.check(code == Result.SUCCESS, f"{call} -> {code} ({c_name(code)})")
+
+
+def round_trip_by_hand(t: Tutorial) -> None:
+    """The smallest round trip -- two copies in, a launch, a copy out -- with nothing but ctypes."""
+    t.step(f"raw: {RAW_N:,} floats through libcuda by hand (plain ctypes), timed against numpy")
+    # rawcuda's loader finds the file (and turns "no driver here" into a clean skip); by hand this line is
+    # ctypes.CDLL("libcuda.so.1"). The copies and cuMemAlloc/cuMemFree bind their _v2 symbols: 64-bit sizes.
+    libcuda = ctypes.CDLL(cu.library().path)
+    cuInit = libcuda.cuInit  # CUresult cuInit(unsigned int Flags)
+    cuInit.argtypes, cuInit.restype = [c_uint], c_int
+    cuDeviceGet = libcuda.cuDeviceGet  # CUresult cuDeviceGet(CUdevice *device, int ordinal)
+    cuDeviceGet.argtypes, cuDeviceGet.restype = [POINTER(c_int), c_int], c_int
+    cuDevicePrimaryCtxRetain = libcuda.cuDevicePrimaryCtxRetain  # (CUcontext *pctx, CUdevice dev)
+    cuDevicePrimaryCtxRetain.argtypes, cuDevicePrimaryCtxRetain.restype = [POINTER(c_void_p), c_int], c_int
+    cuDevicePrimaryCtxRelease = libcuda.cuDevicePrimaryCtxRelease_v2  # (CUdevice dev)
+    cuDevicePrimaryCtxRelease.argtypes, cuDevicePrimaryCtxRelease.restype = [c_int], c_int
+    cuCtxSetCurrent = libcuda.cuCtxSetCurrent  # (CUcontext ctx)
+    cuCtxSetCurrent.argtypes, cuCtxSetCurrent.restype = [c_void_p], c_int
+    cuMemAlloc = libcuda.cuMemAlloc_v2  # (CUdeviceptr *dptr, size_t bytesize); CUdeviceptr: unsigned 64-bit
+    cuMemAlloc.argtypes, cuMemAlloc.restype = [POINTER(c_uint64), c_size_t], c_int
+    cuMemFree = libcuda.cuMemFree_v2  # (CUdeviceptr dptr)
+    cuMemFree.argtypes, cuMemFree.restype = [c_uint64], c_int
+    cuMemsetD32 = libcuda.cuMemsetD32_v2  # (CUdeviceptr dstDevice, unsigned int ui, size_t N)
+    cuMemsetD32.argtypes, cuMemsetD32.restype = [c_uint64, c_uint, c_size_t], c_int
+    cuMemcpyHtoD = libcuda.cuMemcpyHtoD_v2  # (CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)
+    cuMemcpyHtoD.argtypes, cuMemcpyHtoD.restype = [c_uint64, c_void_p, c_size_t], c_int
+    cuMemcpyDtoH = libcuda.cuMemcpyDtoH_v2  # (void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)
+    cuMemcpyDtoH.argtypes, cuMemcpyDtoH.restype = [c_void_p, c_uint64, c_size_t], c_int
+    cuModuleLoadData = libcuda.cuModuleLoadData  # (CUmodule *module, const void *image)
+    cuModuleLoadData.argtypes, cuModuleLoadData.restype = [POINTER(c_void_p), c_void_p], c_int
+    cuModuleGetFunction = libcuda.cuModuleGetFunction  # (CUfunction *hfunc, CUmodule hmod, const char *name)
+    cuModuleGetFunction.argtypes, cuModuleGetFunction.restype = [POINTER(c_void_p), c_void_p, c_char_p], c_int
+    cuModuleUnload = libcuda.cuModuleUnload  # (CUmodule hmod)
+    cuModuleUnload.argtypes, cuModuleUnload.restype = [c_void_p], c_int
+    cuCtxSynchronize = libcuda.cuCtxSynchronize  # (void)
+    cuCtxSynchronize.argtypes, cuCtxSynchronize.restype = [], c_int
+    # (CUfunction f, grid x y z, block x y z, unsigned sharedMemBytes, CUstream hStream, void **kernelParams,
+    #  void **extra)
+    cuLaunchKernel = libcuda.cuLaunchKernel
+    cuLaunchKernel.argtypes = [c_void_p, *[c_uint] * 7, c_void_p, POINTER(c_void_p), POINTER(c_void_p)]
+    cuLaunchKernel.restype = c_int
+
+    code = cuInit(0)
+    if code != Result.SUCCESS:  # no device, or the toolkit's stub: rawcuda's exception says so (and we skip)
+        raise_for(code, "cuInit", (0,))
+    expect_success(t, code, "cuInit(0)")
+    dev, ctx = c_int(), c_void_p()
+    expect_success(t, cuDeviceGet(byref(dev), 0), "cuDeviceGet(&dev, 0)")
+    expect_success(t, cuDevicePrimaryCtxRetain(byref(ctx), dev), "cuDevicePrimaryCtxRetain(&ctx, dev)")
+    expect_success(t, cuCtxSetCurrent(ctx), "cuCtxSetCurrent(ctx)")
+    nbytes = RAW_N * F32.itemsize
+    d_a, d_b, d_c = c_uint64(), c_uint64(), c_uint64()
+    for name, ptr in (("a", d_a), ("b", d_b), ("c", d_c)):
+        expect_success(t, cuMemAlloc(byref(ptr), nbytes), f"cuMemAlloc(&d_{name}, {nbytes})")
+    image = ctypes.create_string_buffer(kernels.ptx_path("vector_add").read_bytes())  # NUL-terminated PTX
+    module, function = c_void_p(), c_void_p()
+    expect_success(t, cuModuleLoadData(byref(module), image), "cuModuleLoadData(&module, vector_add.ptx)")
+    expect_success(t, cuModuleGetFunction(byref(function), module, b"vector_add"), 'cuModuleGetFunction("vector_add")')
+    # vector_add(float *c, const float *a, const float *b, size_t n): kernelParams holds one pointer per
+    # argument, each pointing at that argument's value (the driver copies the values during the launch).
+    values = (c_uint64(d_c.value), c_uint64(d_a.value), c_uint64(d_b.value), c_size_t(RAW_N))
+    params = (c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    grid = (RAW_N + RAW_BLOCK - 1) // RAW_BLOCK
+
+    rng = np.random.default_rng()
+    a = rng.standard_normal(RAW_N, dtype=np.float32)
+    b = rng.standard_normal(RAW_N, dtype=np.float32)
+    c = np.empty(RAW_N, np.float32)  # the GPU's answer
+    host_sum = np.empty(RAW_N, np.float32)  # numpy's, into a preallocated array (like the GPU's)
+    expected = a + b
+    gpu_times, numpy_times = [], []
+    all_exact = True
+    for _ in range(RAW_REPS + 1):  # the first round trip is a warm-up (the JIT ran at load; clocks ramp up)
+        c[...] = NAN32
+        code = cuMemsetD32(d_c.value, NAN_BITS, RAW_N)  # the device output is poisoned too ...
+        expect_success(t, code, f"cuMemsetD32(d_c, {NAN_BITS:#x}, {RAW_N})", show=False)
+        expect_success(t, cuCtxSynchronize(), "cuCtxSynchronize()", show=False)  # ... before the clock starts
+        began = time.perf_counter()
+        codes = (
+            cuMemcpyHtoD(d_a.value, a.ctypes.data, nbytes),
+            cuMemcpyHtoD(d_b.value, b.ctypes.data, nbytes),
+            cuLaunchKernel(function, grid, 1, 1, RAW_BLOCK, 1, 1, 0, None, params, None),
+            cuMemcpyDtoH(c.ctypes.data, d_c.value, nbytes),  # legacy stream: waits for the kernel first
+        )
+        gpu_times.append(time.perf_counter() - began)
+        began = time.perf_counter()
+        np.add(a, b, out=host_sum)
+        numpy_times.append(time.perf_counter() - began)
+        if any(codes):
+            t.check(False, f"HtoD, HtoD, launch, DtoH returned {[c_name(code) for code in codes]}")
+        all_exact = all_exact and bool(np.array_equal(c, expected) and np.array_equal(host_sum, expected))
+    t.check(all_exact, f"every by-hand result equals numpy's a + b exactly ({RAW_REPS + 1} round trips)")
+    gpu_us = statistics.median(gpu_times[1:]) * US_PER_S
+    numpy_us = statistics.median(numpy_times[1:]) * US_PER_S
+    t.say(
+        f"median of {RAW_REPS}: GPU round trip {gpu_us:.1f} us (cuMemcpyHtoD x2, cuLaunchKernel, cuMemcpyDtoH),\n"
+        f"numpy np.add {numpy_us:.2f} us -- "
+        + (
+            f"the GPU took {gpu_us / numpy_us:.0f}x as long for {RAW_N:,} floats"
+            if gpu_us >= numpy_us
+            else f"the GPU was {numpy_us / gpu_us:.1f}x faster for {RAW_N:,} floats"
+        )
+    )
+    for name, ptr in (("a", d_a), ("b", d_b), ("c", d_c)):
+        expect_success(t, cuMemFree(ptr.value), f"cuMemFree(d_{name})")
+    expect_success(t, cuModuleUnload(module), "cuModuleUnload(module)")
+    expect_success(t, cuDevicePrimaryCtxRelease(dev), "cuDevicePrimaryCtxRelease(dev)")
 
 
 def measure(n: int, m: Memory, stream: Stream) -> tuple[Row, bool]:
@@ -141,7 +269,8 @@ def size_text(n: int) -> str:
 
 
 def main(t: Tutorial) -> None:
-    t.step("the contenders, and the memory they use")
+    round_trip_by_hand(t)
+    t.step("rawcuda: the contenders, and the memory they use")
     dev = rawcuda.Device(0)
     stream = Stream()
     rng = np.random.default_rng()
@@ -211,6 +340,8 @@ def main(t: Tutorial) -> None:
         f"{rate['kernel']:.0f} GB/s"
     )
 
+    memory_path(t, rate, dev)
+
     t.step("the verdict")
     pinned_from = crossover(rows, lambda r: r.pinned_us)
     pageable_from = crossover(rows, lambda r: r.pageable_us)
@@ -263,6 +394,74 @@ def main(t: Tutorial) -> None:
     )
     for buf in (da, db, dc, pa, pb, pc, stream):
         buf.close()
+    the_cust_way(t)
+
+
+def memory_path(t: Tutorial, rate: dict[str, float], dev: rawcuda.Device) -> None:
+    """Where the bytes go, hop by hop: this run's rates, and the sizes the driver reports for this GPU."""
+    t.step("the path the bytes take, with what this run measured at each hop")
+    l2 = dev.attribute(DeviceAttribute.L2_CACHE_SIZE)
+    shared = dev.attribute(DeviceAttribute.MAX_SHARED_MEMORY_PER_MULTIPROCESSOR)
+    registers = dev.attribute(DeviceAttribute.MAX_REGISTERS_PER_MULTIPROCESSOR)
+    sms = dev.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT)
+    column = 46  # where the measured rates start
+    t.say(
+        "\n".join(
+            [
+                "host memory, pageable (numpy arrays)".ljust(column) + f"np.add on it: {rate['numpy']:.1f} GB/s",
+                "   |  the driver stages pageable copies through pinned buffers of its own",
+                "   |".ljust(column) + f"whole round trip from pageable arrays: {rate['pageable']:.1f} GB/s",
+                "   v",
+                "host memory, pinned (PinnedBuffer)",
+                "   |  the bus (PCIe; NVLink-C2C on Grace Hopper): copy engines read pinned pages by DMA",
+                "   |".ljust(column) + f"whole round trip from pinned arrays: {rate['pinned']:.1f} GB/s",
+                "   v",
+                f"device memory, {dev.total_memory / 2**30:.0f} GiB".ljust(column)
+                + f"the kernel alone, data resident: {rate['kernel']:.0f} GB/s",
+                "   |",
+                "   v",
+                f"L2 cache, {l2 / 2**20:.0f} MiB, shared by all {sms} SMs",
+                "   |",
+                "   v",
+                f"each SM: up to {shared // KIB} KiB of shared memory and {registers:,} 32-bit registers",
+            ]
+        )
+    )
+    t.say(
+        "each GB/s counts the 12 bytes per element of a, b and c over the whole time (a round trip includes\n"
+        "the launch and the kernel); the sizes are the driver's device attributes. Vector add reads each byte\n"
+        "once, so L2, shared memory and registers cannot help it: only work that reuses data gains from them."
+    )
+
+
+def the_cust_way(t: Tutorial) -> None:
+    t.step("cust: the same round trip, timed the same way (shown, not run)")
+    t.say(
+        "use cust::prelude::*;                         // DeviceBuffer, CopyDestination, launch!, ...\n"
+        "let _ctx = cust::quick_init()?;\n"
+        'let module = Module::from_ptx(PTX, &[])?;     // PTX = include_str!(... "/vector_add.ptx")\n'
+        "let stream = Stream::new(StreamFlags::DEFAULT, None)?;\n"
+        "let mut a_gpu = unsafe { DeviceBuffer::<f32>::uninitialized(n)? };  // allocated outside the clock\n"
+        "let mut b_gpu = unsafe { DeviceBuffer::<f32>::uninitialized(n)? };\n"
+        "let c_gpu = unsafe { DeviceBuffer::<f32>::uninitialized(n)? };\n"
+        "let began = std::time::Instant::now();\n"
+        "a_gpu.copy_from(&a)?;                         // cuMemcpyHtoD: synchronous, from pageable memory\n"
+        "b_gpu.copy_from(&b)?;\n"
+        "unsafe {\n"
+        "    launch!(module.vector_add<<<grid, 256, 0, stream>>>(\n"
+        "        c_gpu.as_device_ptr(), a_gpu.as_device_ptr(), b_gpu.as_device_ptr(), n))?;\n"
+        "}\n"
+        "stream.synchronize()?;\n"
+        "c_gpu.copy_to(&mut c)?;                       // cuMemcpyDtoH\n"
+        "let round_trip = began.elapsed();"
+    )
+    t.say(
+        "The seed's DeviceBuffer::from_slice(&a) allocates *and* copies (memory/device/device_buffer.rs), so\n"
+        "timing it adds cuMemAlloc to the round trip; copy_from (trait CopyDestination) into a buffer\n"
+        "allocated once is the copy alone. For pinned memory cust has LockedBuffer (cuMemAllocHost) and the\n"
+        "unsafe AsyncCopyDestination::async_copy_from (cuMemcpyHtoDAsync). None of this moves the crossover:\n"
+        "the bus, not the binding, sets the cost."
+    )
 
 
 if __name__ == "__main__":
