@@ -21,7 +21,8 @@ Why hash ``nvcc --version`` into the cache key?
     caches scramble mtimes, and a timestamp says nothing about the compiler.
 
 PTX is written atomically (temporary file, then rename): an interrupted build never leaves a half-written
-PTX for the driver to choke on.
+PTX for the driver to choke on. It is also reproducible: the same inputs give the same bytes in any
+checkout, because no absolute path reaches it (how, and what that costs: :mod:`rawcuda.tools.reproducible`).
 
 The manifest (``manifest.json`` beside the PTX) records, per kernel source::
 
@@ -49,6 +50,7 @@ from typing import Any
 
 from .. import ptx
 from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
+from . import reproducible
 from .nvcc import (
     BuildOptions,
     Compiler,
@@ -62,7 +64,9 @@ from .nvcc import (
 
 SOURCE_SUFFIX = ".cu"
 MANIFEST_FORMAT = 1
-CACHE_KEY_SALT = b"rawcuda-kernelbuild-1"  # bump to invalidate every cache key after a change in here
+# Bump to invalidate every cache key after a change in here. 2: the PTX records no absolute paths
+# (rawcuda.tools.reproducible), so PTX built before that is stale even where its inputs are not.
+CACHE_KEY_SALT = b"rawcuda-kernelbuild-2"
 
 #: The kernel sources of a source checkout (an installed package has none: it ships the PTX).
 SOURCE_DIR: Path = Path(__file__).resolve().parents[2] / "kernels"  # rawcuda/tools/ -> the checkout
@@ -284,8 +288,12 @@ def build(
     compiler = probe(nvcc)
     manifest = read_manifest(out_dir)
     plans = plan(src_dir, out_dir, options, compiler, force=force, manifest=manifest)
-    if any(p.stale for p in plans):
-        check_options(compiler, options)  # before out_dir exists: options nvcc refuses leave nothing behind
+    stale = [p for p in plans if p.stale]
+    pairs: list[tuple[str, str]] = []
+    if stale:
+        # Before out_dir exists: options nvcc refuses leave nothing behind.
+        check_options(compiler, options, reproducible.source_path_flags(f"{src_dir.name}/probe{SOURCE_SUFFIX}"))
+        pairs = reproducible.relocations(src_dir, reproducible.toolkit_include_dirs(compiler))
     out_dir.mkdir(parents=True, exist_ok=True)
 
     result = BuildResult()
@@ -295,7 +303,7 @@ def build(
         if not p.stale:
             result.cached.append(p.stem)
             say(f"up to date  {p.source.name}")
-    failures = _compile_all([p for p in plans if p.stale], options, compiler, kernels, result, jobs, say)
+    failures = _compile_all(stale, _Setup(src_dir, options, compiler, pairs), kernels, result, jobs, say)
 
     write_manifest(
         out_dir,
@@ -312,10 +320,19 @@ def build(
     return result
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every compile of one build shares."""
+
+    src_dir: Path
+    options: BuildOptions
+    compiler: Compiler
+    relocations: list[tuple[str, str]]
+
+
 def _compile_all(
     stale: list[KernelPlan],
-    options: BuildOptions,
-    compiler: Compiler,
+    setup: _Setup,
     kernels: dict[str, Any],
     result: BuildResult,
     jobs: int | None,
@@ -325,7 +342,7 @@ def _compile_all(
     workers = max(1, min(len(stale), jobs or os.cpu_count() or 1))
     failures: list[KernelBuildError] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [(p, pool.submit(_build_one, p, options, compiler)) for p in stale]
+        futures = [(p, pool.submit(_build_one, p, setup)) for p in stale]
         for p, future in futures:
             try:
                 record, warnings, seconds = future.result()
@@ -342,16 +359,23 @@ def _compile_all(
     return failures
 
 
-def _build_one(p: KernelPlan, options: BuildOptions, compiler: Compiler) -> tuple[dict[str, Any], str, float]:
+def _build_one(p: KernelPlan, setup: _Setup) -> tuple[dict[str, Any], str, float]:
     start = time.perf_counter()
-    warnings = compile_kernel(compiler, p.source, p.ptx, options)
+    warnings = compile_kernel(
+        setup.compiler,
+        p.source,
+        p.ptx,
+        setup.options,
+        extra_flags=reproducible.source_path_flags(reproducible.recorded_name(p.source, setup.src_dir)),
+        transform=lambda text: reproducible.relocate_files(text, setup.relocations),
+    )
     try:
         info = ptx.parse_file(p.ptx)
     except ptx.PtxParseError as exc:
         raise KernelBuildError(
             f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}", source=p.source
         ) from exc
-    return kernel_record(p, options, compiler, info), warnings, time.perf_counter() - start
+    return kernel_record(p, setup.options, setup.compiler, info), warnings, time.perf_counter() - start
 
 
 def _prune(kernels: dict[str, Any], stems: set[str], out_dir: Path, say: Log) -> list[str]:
