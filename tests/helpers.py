@@ -1,16 +1,14 @@
 """What more than one test file needs, other than fixtures (those are in tests/conftest.py).
 
-Paths, the one-line reason why there is no GPU, running code in a fresh interpreter (fresh driver state),
-running the command line and the tutorials as a user does, building a C file into a shared library (the
-fake libcuda, the fake libnvrtc), the launch-grid arithmetic, and the event-loop ticker of the asyncio tests.
-Importing this module touches no driver.
+Paths, running code in a fresh interpreter (fresh driver state), running the command line and the tutorials
+as a user does, building a C file into a shared library (the fake libcuda, the fake libnvrtc), the
+launch-grid arithmetic, and the event-loop ticker of the asyncio tests. Importing this module touches no
+driver. (Why there is no GPU, in one line, is rawcuda.testing.gpu_unavailable_reason: the plugin's.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import functools
 import os
 import subprocess
 import sys
@@ -33,22 +31,6 @@ BLOCK = 256  # threads per block of the tests' 1-D launches
 NAN32 = np.float32(np.nan)
 
 needs_fork = pytest.mark.skipif(sys.platform == "win32", reason="fork() is a POSIX call")
-
-
-@functools.cache
-def gpu_unavailable_reason() -> str | None:
-    """None when a driver loads and sees a GPU; otherwise why not, in one line."""
-    try:
-        from rawcuda import checked
-
-        checked.init()
-        count = ctypes.c_int()
-        checked.cu.cuDeviceGetCount(ctypes.byref(count))
-        if count.value < 1:
-            return "the NVIDIA driver loaded but reports no GPU"
-    except Exception as exc:  # any failure to reach a GPU is a reason to skip, shown verbatim
-        return f"no usable GPU: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-    return None
 
 
 # --- child interpreters ---------------------------------------------------------------------------------------

@@ -10,7 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
+from rawcuda.testing import gpu_unavailable_reason
+from tests.helpers import EXIT_NO_GPU, ROOT, run_tutorial
 
 # NN_name.py, and NNa_name.py for one topic split into lettered parts (one idea per tutorial, no renumbering)
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]*_*.py"))

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
+from rawcuda.testing import gpu_unavailable_reason
+from tests.helpers import EXIT_NO_GPU, ROOT, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
 NEW_TUTORIALS = ["05_errors.py", "06_streams_events.py", "07_lifetimes.py", "08_when_not_to_use_the_gpu.py"]
