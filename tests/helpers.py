@@ -1,9 +1,10 @@
 """What more than one test file needs, other than fixtures (those are in tests/conftest.py).
 
 Paths, running code in a fresh interpreter (fresh driver state), running the command line and the tutorials
-as a user does, building a C file into a shared library (the fake libcuda, the fake libnvrtc), the
-launch-grid arithmetic, and the event-loop ticker of the asyncio tests. Importing this module touches no
-driver. (Why there is no GPU, in one line, is rawcuda.testing.gpu_unavailable_reason: the plugin's.)
+as a user does, the README's code examples, building a C file into a shared library (the fake libcuda, the
+fake libnvrtc), the launch-grid arithmetic, and the event-loop ticker of the asyncio tests. Importing this
+module touches no driver. (Why there is no GPU, in one line, is rawcuda.testing.gpu_unavailable_reason: the
+plugin's.)
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -90,6 +92,33 @@ def build_shared_library(source: Path, out: Path, what: str) -> Path:
         pytest.skip(f"no C compiler to build {what}")
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
     return out
+
+
+def tracemalloc_places_objects() -> bool:
+    """Whether tracemalloc can say where an ordinary object was allocated (Python 3.11's cannot: it answers
+    None for objects whose attributes live inside them), i.e. whether a leak report can name the line."""
+
+    class Probe:
+        def __init__(self) -> None:
+            self.value = 1
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        probe = Probe()
+        return tracemalloc.get_object_traceback(probe) is not None
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def readme_python_block(heading: str) -> str:
+    """The first ```python block of README.md after ``heading`` (the README's examples are run as tests)."""
+    text = (ROOT / "README.md").read_text()
+    after = text[text.index(heading) :]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start : after.index("```", start)]
 
 
 # --- launches ---------------------------------------------------------------------------------------------------

@@ -13,7 +13,7 @@ Markers:
     The driver is asked once, at collection, and only if a selected test needs it.
 ``@pytest.mark.no_leaks`` / ``@pytest.mark.no_leaks(memory_tolerance=N)``
     The test fails if it leaves a rawcuda object open, or the device's free memory falls by more than N bytes
-    (default 4 MiB), measured around the test's body with the cyclic garbage collector off
+    (default 8 MiB), measured around the test's body with the cyclic garbage collector off
     (:mod:`rawcuda.testing.leaks` explains both measures). Implies ``gpu``.
 
 Fixtures (each skips without a GPU, as ``gpu`` does):
@@ -161,10 +161,20 @@ def pytest_runtest_call(item: pytest.Item) -> Generator[None, Any, None]:
     check = _leak_check(item)
     check.start()
     outcome = yield
-    report = check.stop()  # always: it turns the garbage collector back on
+    try:
+        report = check.stop()  # always: it turns the garbage collector back on
+    except Exception as exc:  # e.g. a kernel fault surfacing at the check's synchronize: the test failed
+        if outcome.excinfo is None:
+            _fail(outcome, exc)
+        return
     if outcome.excinfo is not None or not report:
         return  # a failing test's traceback holds its objects: its own error is the news
-    error = AssertionError(report.message)
+    # pytest.fail's exception without a traceback: the message is the whole story (the frames would be pluggy's).
+    _fail(outcome, pytest.fail.Exception(report.message, pytrace=False))
+
+
+def _fail(outcome: Any, error: BaseException) -> None:
+    """Make the test's call phase end with ``error``."""
     force = getattr(outcome, "force_exception", None)  # pluggy >= 1.1; raising here is what older ones expect
     if force is None:
         raise error
