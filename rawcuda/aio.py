@@ -234,7 +234,9 @@ def _acquire_waiter(ctx: Context) -> Stream:
             stream = idle.pop()
             if not stream.closed and stream.context is ctx:
                 return stream
-    return Stream(ctx, flags=StreamFlag.NON_BLOCKING)
+    waiter = Stream(ctx, flags=StreamFlag.NON_BLOCKING)
+    waiter.internal = True  # pooled until the context closes: not a leak of the program's
+    return waiter
 
 
 def _release_waiter(stream: Stream, *, idle: bool) -> None:

@@ -36,6 +36,16 @@ def register(context: Any, handle: int) -> CudaError | None:
         return next(iter(_poisoned.values()), None)
 
 
+def live_contexts() -> list[Any]:
+    """Every Context object of this process that is alive and not closed (for leak checks: rawcuda.testing).
+
+    With each one's ``children`` this is every open rawcuda object -- from weak sets rawcuda keeps anyway,
+    so counting costs nothing until asked.
+    """
+    with _lock:
+        return [ctx for contexts in _live.values() for ctx in list(contexts) if not ctx.closed]
+
+
 def is_poisoned(handle: int) -> bool:
     """True when a sticky error poisoned the context ``handle`` (nothing may call into it any more)."""
     return handle in _poisoned

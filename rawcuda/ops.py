@@ -79,6 +79,7 @@ def kernel(stem: str, name: str, context: Context) -> Function:
             if module is None or module.closed:
                 module = Module(kernels.ptx_path(stem), context)
                 module.hold_context_weakly()  # the context holds the module: the module must not hold it back
+                module.internal = True  # kept on purpose until the context closes: not a leak
                 cache[stem] = module
             fn = cache[(stem, name)] = module.function(name)
     return fn

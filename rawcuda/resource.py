@@ -120,6 +120,9 @@ class Resource:
     """Base of Stream, Event, DeviceBuffer, PinnedBuffer, Module ... (anything a context owns)."""
 
     close_order = CloseOrder.OTHER  # where Context.close() closes it (the table is in context.py)
+    #: True for what rawcuda makes for itself and keeps for its context's lifetime (rawcuda.ops' modules,
+    #: rawcuda.aio's idle wait streams): closed with the context, and not counted as a leak (rawcuda.testing).
+    internal = False
     _finalizer: weakref.finalize | None = None
 
     def __init__(self, context: Context) -> None:

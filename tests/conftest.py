@@ -1,11 +1,14 @@
-"""Shared test machinery: the `gpu` marker and its skip, and the fixtures more than one test file uses.
+"""Shared test machinery: which tests are `gpu` tests, and the fixtures more than one test file uses.
 
 tests/cpu/ holds the tests that need no GPU; tests/gpu/ the ones that do. The folder is the marker: every
 test collected from tests/gpu/ is marked ``gpu`` here (an explicit ``@pytest.mark.gpu`` as well is harmless),
-so ``-m gpu`` and ``-m "not gpu"`` select by folder. On a machine without a usable driver and GPU the
-gpu-marked tests are skipped, and the skip reason is the first line of the error rawcuda itself raised (so
-``pytest -rs`` shows *why*). Helpers that are not fixtures are in tests/helpers.py; tests/cpu/test_layout.py
-checks that every test file sits in one of the two folders and carries the marker its folder says.
+so ``-m gpu`` and ``-m "not gpu"`` select by folder. What the marker *does* is rawcuda's pytest plugin's
+(rawcuda/testing/plugin.py, loaded below -- the same one users get): on a machine without a usable driver
+and GPU, gpu-marked tests are skipped, and the skip reason is the first line of the error rawcuda itself
+raised (so ``pytest -rs`` shows *why*). The plugin's fixtures (``cuda_context``, ``cuda_stream``, ...) and
+its ``no_leaks`` marker are there for these tests too. Helpers that are not fixtures are in
+tests/helpers.py; tests/cpu/test_layout.py checks that every test file sits in one of the two folders and
+carries the marker its folder says.
 """
 
 from __future__ import annotations
@@ -18,12 +21,16 @@ from typing import TYPE_CHECKING
 import numpy as np
 import pytest
 
-from tests.helpers import GPU_DIR, TESTS_DIR, build_shared_library, gpu_unavailable_reason
+from tests.helpers import GPU_DIR, TESTS_DIR, build_shared_library
 
 if TYPE_CHECKING:  # rawcuda is imported where a fixture needs it, so that a broken rawcuda fails tests, not this
     from rawcuda import Function, Stream
 
 FAKE_SOURCE = TESTS_DIR / "fakecuda" / "fakecuda.c"
+
+# The plugin, by the name its entry point has: where rawcuda is installed (CI: pip install -e .) pytest has
+# loaded it already under this name, and this finds it there instead of registering it twice.
+pytest_plugins = ["rawcuda.testing.plugin"]
 
 
 @functools.cache
@@ -31,18 +38,11 @@ def in_gpu_dir(path: Path) -> bool:
     return path.resolve().is_relative_to(GPU_DIR)
 
 
-@pytest.hookimpl(tryfirst=True)  # before `-m` selects: the folder's marker must already be there
+@pytest.hookimpl(tryfirst=True)  # before `-m` selects, and before the plugin skips what is marked
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     for item in items:
         if in_gpu_dir(item.path):
             item.add_marker(pytest.mark.gpu)
-    gpu_items = [item for item in items if item.get_closest_marker("gpu") is not None]
-    if not gpu_items:
-        return
-    reason = gpu_unavailable_reason()
-    if reason:
-        for item in gpu_items:
-            item.add_marker(pytest.mark.skip(reason=reason))
 
 
 # --- without a GPU ------------------------------------------------------------------------------------------------

@@ -1,22 +1,21 @@
 """What more than one test file needs, other than fixtures (those are in tests/conftest.py).
 
-Paths, the one-line reason why there is no GPU, running code in a fresh interpreter (fresh driver state),
-running the command line and the tutorials as a user does, importing the tutorials' frame, building a C
-file into a shared library (the fake libcuda, the fake libnvrtc), the launch-grid arithmetic, and the
-event-loop ticker of the asyncio tests.
-Importing this module touches no driver.
+Paths, running code in a fresh interpreter (fresh driver state), running the command line and the tutorials
+as a user does, importing the tutorials' frame, the README's code examples, building a C file into a shared
+library (the fake libcuda, the fake libnvrtc), the launch-grid arithmetic, and the event-loop ticker of the
+asyncio tests. Importing this module touches no driver. (Why there is no GPU, in one line, is
+rawcuda.testing.gpu_unavailable_reason: the plugin's.)
 """
 
 from __future__ import annotations
 
 import asyncio
-import ctypes
-import functools
 import importlib
 import os
 import subprocess
 import sys
 import time
+import tracemalloc
 from pathlib import Path
 from types import ModuleType
 from typing import TYPE_CHECKING
@@ -37,22 +36,6 @@ BLOCK = 256  # threads per block of the tests' 1-D launches
 NAN32 = np.float32(np.nan)
 
 needs_fork = pytest.mark.skipif(sys.platform == "win32", reason="fork() is a POSIX call")
-
-
-@functools.cache
-def gpu_unavailable_reason() -> str | None:
-    """None when a driver loads and sees a GPU; otherwise why not, in one line."""
-    try:
-        from rawcuda import checked
-
-        checked.init()
-        count = ctypes.c_int()
-        checked.cu.cuDeviceGetCount(ctypes.byref(count))
-        if count.value < 1:
-            return "the NVIDIA driver loaded but reports no GPU"
-    except Exception as exc:  # any failure to reach a GPU is a reason to skip, shown verbatim
-        return f"no usable GPU: {type(exc).__name__}: {str(exc).splitlines()[0]}"
-    return None
 
 
 # --- child interpreters ---------------------------------------------------------------------------------------
@@ -120,6 +103,33 @@ def build_shared_library(source: Path, out: Path, what: str) -> Path:
         pytest.skip(f"no C compiler to build {what}")
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
     return out
+
+
+def tracemalloc_places_objects() -> bool:
+    """Whether tracemalloc can say where an ordinary object was allocated (Python 3.11's cannot: it answers
+    None for objects whose attributes live inside them), i.e. whether a leak report can name the line."""
+
+    class Probe:
+        def __init__(self) -> None:
+            self.value = 1
+
+    started = not tracemalloc.is_tracing()
+    if started:
+        tracemalloc.start()
+    try:
+        probe = Probe()
+        return tracemalloc.get_object_traceback(probe) is not None
+    finally:
+        if started:
+            tracemalloc.stop()
+
+
+def readme_python_block(heading: str) -> str:
+    """The first ```python block of README.md after ``heading`` (the README's examples are run as tests)."""
+    text = (ROOT / "README.md").read_text()
+    after = text[text.index(heading) :]
+    start = after.index("```python\n") + len("```python\n")
+    return after[start : after.index("```", start)]
 
 
 # --- launches ---------------------------------------------------------------------------------------------------

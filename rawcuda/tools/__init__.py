@@ -2,6 +2,7 @@
 
 ``cheader`` reads cuda.h as a C compiler would and ``headercheck`` proves the declaration tables against it;
 ``nvcc`` and ``kernelbuild`` turn ``kernels/*.cu`` into the PTX the package ships (``build.py`` is their
-command line); ``doctor`` and ``demo`` are ``python -m rawcuda doctor`` and ``python -m rawcuda demo``;
-``cli`` is how each of these command lines ends on Ctrl-C or a closed pipe (one line, no traceback).
+command line), and ``reproducible`` keeps every path out of that PTX; ``doctor`` and ``demo`` are
+``python -m rawcuda doctor`` and ``python -m rawcuda demo``; ``cli`` is how each of these command lines ends
+on Ctrl-C or a closed pipe (one line, no traceback).
 """

@@ -21,7 +21,8 @@ Why hash ``nvcc --version`` into the cache key?
     caches scramble mtimes, and a timestamp says nothing about the compiler.
 
 PTX is written atomically (temporary file, then rename): an interrupted build never leaves a half-written
-PTX for the driver to choke on.
+PTX for the driver to choke on. It is also reproducible: the same inputs give the same bytes in any
+checkout, because no absolute path reaches it (how, and what that costs: :mod:`rawcuda.tools.reproducible`).
 
 The manifest (``manifest.json`` beside the PTX) records, per kernel source -- with the options that
 source was built with, which are the build's plus any its own ``// rawcuda-build:`` line asks for::
@@ -50,6 +51,7 @@ from typing import Any
 
 from .. import ptx
 from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
+from . import reproducible
 from .nvcc import (
     BuildOptions,
     Compiler,
@@ -64,7 +66,9 @@ from .nvcc import (
 
 SOURCE_SUFFIX = ".cu"
 MANIFEST_FORMAT = 1
-CACHE_KEY_SALT = b"rawcuda-kernelbuild-1"  # bump to invalidate every cache key after a change in here
+# Bump to invalidate every cache key after a change in here. 2: the PTX records no absolute paths
+# (rawcuda.tools.reproducible), so PTX built before that is stale even where its inputs are not.
+CACHE_KEY_SALT = b"rawcuda-kernelbuild-2"
 
 #: The kernel sources of a source checkout (an installed package has none: it ships the PTX).
 SOURCE_DIR: Path = Path(__file__).resolve().parents[2] / "kernels"  # rawcuda/tools/ -> the checkout
@@ -136,9 +140,8 @@ UP_TO_DATE = "up to date"
 
 @dataclass(frozen=True)
 class KernelPlan:
-    """One kernel source, the options it is built with, and whether it must be compiled (``reason`` says why,
-    or ``"up to date"``). ``options`` are the build's, plus what the source asks for itself
-    (:func:`~rawcuda.tools.nvcc.source_options`)."""
+    """One kernel source, its options (the build's plus its own: nvcc.source_options) and whether it must be
+    compiled (``reason`` says why, or ``"up to date"``)."""
 
     stem: str
     source: Path
@@ -227,10 +230,8 @@ def entry_record(entry: ptx.Entry) -> dict[str, Any]:
 
 
 def write_atomic(path: Path, data: bytes) -> None:
-    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``.
-
-    A rename within one directory is atomic: a reader sees the old file or the new one, never half of it.
-    """
+    """Write ``data`` to a temporary file beside ``path``, then rename it over ``path``: a rename within one
+    directory is atomic, so a reader sees the old file or the new one, never half of it."""
     tmp = temporary_beside(path)
     try:
         with tmp.open("xb") as f:
@@ -289,8 +290,14 @@ def build(
     compiler = probe(nvcc)
     manifest = read_manifest(out_dir)
     plans = plan(src_dir, out_dir, options, compiler, force=force, manifest=manifest)
-    for own in dict.fromkeys(p.options for p in plans if p.stale):
-        check_options(compiler, own)  # before out_dir exists: options nvcc refuses leave nothing behind
+    stale = [p for p in plans if p.stale]
+    pairs: list[tuple[str, str]] = []
+    if stale:
+        # Before out_dir exists: options nvcc refuses leave nothing behind.
+        probe_flags = reproducible.source_path_flags(f"{src_dir.name}/probe{SOURCE_SUFFIX}")
+        for own in dict.fromkeys(p.options for p in stale):
+            check_options(compiler, own, probe_flags)
+        pairs = reproducible.relocations(src_dir, reproducible.toolkit_include_dirs(compiler))
     out_dir.mkdir(parents=True, exist_ok=True)
 
     result = BuildResult()
@@ -300,7 +307,7 @@ def build(
         if not p.stale:
             result.cached.append(p.stem)
             say(f"up to date  {p.source.name}")
-    failures = _compile_all([p for p in plans if p.stale], compiler, kernels, result, jobs, say)
+    failures = _compile_all(stale, _Setup(src_dir, compiler, pairs), kernels, result, jobs, say)
 
     write_manifest(
         out_dir,
@@ -317,9 +324,18 @@ def build(
     return result
 
 
+@dataclass(frozen=True)
+class _Setup:
+    """What every compile of one build shares (the options are each source's own: KernelPlan.options)."""
+
+    src_dir: Path
+    compiler: Compiler
+    relocations: list[tuple[str, str]]
+
+
 def _compile_all(
     stale: list[KernelPlan],
-    compiler: Compiler,
+    setup: _Setup,
     kernels: dict[str, Any],
     result: BuildResult,
     jobs: int | None,
@@ -329,7 +345,7 @@ def _compile_all(
     workers = max(1, min(len(stale), jobs or os.cpu_count() or 1))
     failures: list[KernelBuildError] = []
     with ThreadPoolExecutor(max_workers=workers) as pool:
-        futures = [(p, pool.submit(_build_one, p, compiler)) for p in stale]
+        futures = [(p, pool.submit(_build_one, p, setup)) for p in stale]
         for p, future in futures:
             try:
                 record, warnings, seconds = future.result()
@@ -346,16 +362,23 @@ def _compile_all(
     return failures
 
 
-def _build_one(p: KernelPlan, compiler: Compiler) -> tuple[dict[str, Any], str, float]:
+def _build_one(p: KernelPlan, setup: _Setup) -> tuple[dict[str, Any], str, float]:
     start = time.perf_counter()
-    warnings = compile_kernel(compiler, p.source, p.ptx, p.options)
+    warnings = compile_kernel(
+        setup.compiler,
+        p.source,
+        p.ptx,
+        p.options,
+        extra_flags=reproducible.source_path_flags(reproducible.recorded_name(p.source, setup.src_dir)),
+        transform=lambda text: reproducible.relocate_files(text, setup.relocations),
+    )
     try:
         info = ptx.parse_file(p.ptx)
     except ptx.PtxParseError as exc:
         raise KernelBuildError(
             f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}", source=p.source
         ) from exc
-    return kernel_record(p, compiler, info), warnings, time.perf_counter() - start
+    return kernel_record(p, setup.compiler, info), warnings, time.perf_counter() - start
 
 
 def _prune(kernels: dict[str, Any], stems: set[str], out_dir: Path, say: Log) -> list[str]:

@@ -31,7 +31,7 @@ import shutil
 import subprocess
 import tempfile
 import uuid
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -167,11 +167,23 @@ def probe(nvcc: str | None = None) -> Compiler:
 
 
 # --- compiling one kernel ---------------------------------------------------------------------------------
-def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOptions) -> str:
-    """Run nvcc on one source and atomically replace ``out``; returns nvcc's warnings (often empty)."""
+def compile_kernel(
+    compiler: Compiler,
+    source: Path,
+    out: Path,
+    options: BuildOptions,
+    *,
+    extra_flags: Sequence[str] = (),
+    transform: Callable[[str], str] | None = None,
+) -> str:
+    """Run nvcc on one source and atomically replace ``out``; returns nvcc's warnings (often empty).
+
+    ``extra_flags`` go after the options' flags; ``transform`` rewrites the PTX text before it replaces
+    ``out`` (:mod:`rawcuda.tools.reproducible` uses both to keep paths out of the PTX).
+    """
     out.parent.mkdir(parents=True, exist_ok=True)
     tmp = temporary_beside(out)  # nvcc creates it (so the umask applies); renamed over `out` on success
-    command = [compiler.path, *options.flags(), "-o", str(tmp), str(source)]
+    command = [compiler.path, *options.flags(), *extra_flags, "-o", str(tmp), str(source)]
     try:
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
@@ -191,6 +203,8 @@ def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOp
                 command=command,
                 output=output,
             )
+        if transform is not None:
+            tmp.write_text(transform(tmp.read_text(encoding="utf-8")), encoding="utf-8")
         os.replace(tmp, out)
         return output
     finally:
@@ -201,7 +215,7 @@ def compile_kernel(compiler: Compiler, source: Path, out: Path, options: BuildOp
 _PROBE_SOURCE = 'extern "C" __global__ void rawcuda_probe() {}\n'
 
 
-def check_options(compiler: Compiler, options: BuildOptions) -> None:
+def check_options(compiler: Compiler, options: BuildOptions, extra_flags: Sequence[str] = ()) -> None:
     """Compile a one-line kernel with ``options`` in a temporary folder; KernelBuildError if nvcc refuses.
 
     Why first: an option nvcc does not know (``--arch sm_99x``) fails every kernel the same way, and seven
@@ -211,7 +225,7 @@ def check_options(compiler: Compiler, options: BuildOptions) -> None:
     with tempfile.TemporaryDirectory(prefix="rawcuda-nvcc-") as tmp:
         source, out = Path(tmp) / "probe.cu", Path(tmp) / "probe.ptx"
         source.write_text(_PROBE_SOURCE)
-        command = [compiler.path, *options.flags(), "-o", str(out), str(source)]
+        command = [compiler.path, *options.flags(), *extra_flags, "-o", str(out), str(source)]
         try:
             done = subprocess.run(command, capture_output=True, text=True, check=False)
         except OSError as exc:
@@ -220,7 +234,8 @@ def check_options(compiler: Compiler, options: BuildOptions) -> None:
         return
     output = (done.stdout + done.stderr).strip()
     lines = [
-        f"nvcc ({compiler.release}) refuses these options, so no kernel was compiled: {' '.join(options.flags())}",
+        f"nvcc ({compiler.release}) refuses these options, so no kernel was compiled: "
+        f"{' '.join([*options.flags(), *extra_flags])}",
         f"nvcc output:\n{indent(output or '(nothing)')}",
     ]
     known = known_architectures(compiler)

@@ -5,7 +5,8 @@ Everything here reads the source with :mod:`ast` (nothing is imported or run), s
 * **no import cycles** among rawcuda's modules, counting imports inside functions (``TYPE_CHECKING``
   blocks excepted), with one documented exception: ``Stream.__await__`` imports rawcuda.aio;
 * **layers import downward only**: layer 0 (rawcuda/ffi/) imports nothing outside itself, layer 1
-  (rawcuda/checked/) nothing above layer 0, layer 2 (rawcuda/*.py) no tools;
+  (rawcuda/checked/) nothing above layer 0, layer 2 (rawcuda/*.py) no tools and no testing tools
+  (rawcuda/testing/, which sit on top of layer 2 and may import any layer, but no tools);
 * **private names stay in their file**: no ``from rawcuda.x import _name``, and no ``obj._attr`` whose
   ``_attr`` is not defined in the same file;
 * **the driver table tells the truth**: each row is called by rawcuda or listed in NOT_CALLED_BY_RAWCUDA
@@ -136,20 +137,23 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
 
 
 def layer(name: str) -> str:
-    """ "0", "1", "2", "tools" or "entry" (the package front door and ``python -m rawcuda``)."""
+    """ "0", "1", "2", "testing", "tools" or "entry" (the package front door and ``python -m rawcuda``)."""
     if name.startswith("rawcuda.ffi"):
         return "0"
     if name.startswith("rawcuda.checked"):
         return "1"
     if name.startswith("rawcuda.tools"):
         return "tools"
+    if name.startswith("rawcuda.testing"):
+        return "testing"
     if name in ("rawcuda", "rawcuda.__main__"):
         return "entry"
     return "2"
 
 
-#: What each layer may import (tools and the entry points may import anything).
-MAY_IMPORT = {"0": {"0"}, "1": {"0", "1"}, "2": {"0", "1", "2"}}
+#: What each layer may import (tools and the entry points may import anything). The testing tools are what a
+#: user's tests load (the pytest plugin in every session): the layers and the front door, not the build tools.
+MAY_IMPORT = {"0": {"0"}, "1": {"0", "1"}, "2": {"0", "1", "2"}, "testing": {"0", "1", "2", "entry", "testing"}}
 
 
 def layer_violations(edges: dict[str, set[str]]) -> list[str]:
@@ -302,7 +306,7 @@ def test_every_nvrtc_row_is_called(modules: dict[str, Module]) -> None:
 
 
 # --- files -------------------------------------------------------------------------------------------------------
-LAYER_WORDS = {"0": "Layer 0", "1": "Layer 1", "2": "Layer 2", "tools": "Tool"}
+LAYER_WORDS = {"0": "Layer 0", "1": "Layer 1", "2": "Layer 2", "tools": "Tool", "testing": "Testing"}
 
 
 def test_files_are_short(modules: dict[str, Module]) -> None:

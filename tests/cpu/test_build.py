@@ -17,7 +17,7 @@ import pytest
 
 from rawcuda import kernels, ptx
 from rawcuda.checked.errors import RawCudaError
-from rawcuda.tools import kernelbuild
+from rawcuda.tools import kernelbuild, reproducible
 from rawcuda.tools import nvcc as nvcc_tool
 from rawcuda.tools.nvcc import BuildOptions, Compiler, KernelBuildError
 from tests.helpers import ROOT
@@ -284,7 +284,9 @@ def test_cli_compile_error(nvcc: str, tmp_path: Path) -> None:
     assert "Traceback" not in done.stderr
     assert re.search(r"broken\.cu\(2\): error: .*not_declared_anywhere", done.stderr)  # nvcc's own message
     assert f"failed to compile {bad}" in done.stderr  # the file
-    assert re.search(rf"command: \S*nvcc --ptx -arch=compute_80 -lineinfo -o \S+ {re.escape(str(bad))}", done.stderr)
+    # The options' flags, then the one that keeps the checkout's path out of the PTX (tools/reproducible.py).
+    flags = r"--ptx -arch=compute_80 -lineinfo -Xcicc --orig_src_path_name -Xcicc src/broken\.cu"
+    assert re.search(rf"command: \S*nvcc {flags} -o \S+ {re.escape(str(bad))}", done.stderr)
     # The kernel that compiled is built and recorded; the broken one is not.
     assert list(kernels.load_manifest(out)["kernels"]) == ["fine"]
     assert not (out / "broken.ptx").exists()
@@ -365,13 +367,6 @@ def test_manifest_matches_the_committed_ptx() -> None:
         assert own.fast_math == (stem in FAST_MATH_STEMS)
 
 
-def normalized(text: str) -> str:
-    """PTX without what depends on where the checkout lives: the .file lines hold its absolute path, and
-    the .debug_str section (from -lineinfo) holds names mangled with a hash of that path."""
-    text = text.split("\t.section\t.debug_str")[0]
-    return re.sub(r"(?m)^\s*\.file\s.*$", "", text)
-
-
 def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
     manifest = kernels.load_manifest()
     compiler = nvcc_tool.probe(nvcc)
@@ -389,8 +384,115 @@ def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
     stale = [s for s in STEMS if rebuilt[s]["cache_key"] != manifest["kernels"][s]["cache_key"]]
     assert not stale, f"committed PTX is out of date for {stale}: run `python build.py` and commit the result"
     for stem in STEMS:
-        fresh, committed = (tmp_path / f"{stem}.ptx").read_text(), kernels.ptx_path(stem).read_text()
-        assert normalized(fresh) == normalized(committed), f"{stem}.ptx differs from what nvcc produces"
+        fresh, committed = (tmp_path / f"{stem}.ptx").read_bytes(), kernels.ptx_path(stem).read_bytes()
+        assert fresh == committed, f"{stem}.ptx differs from what nvcc produces"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Reproducible PTX: no path of the checkout (or the toolkit) reaches it (rawcuda.tools.reproducible)
+
+#: What a checkout needs to build its kernels: the command line, the package it imports, the sources.
+BUILD_MACHINERY = ("build.py", "rawcuda", "kernels")
+
+
+def copy_checkout(dest: Path) -> Path:
+    """The build machinery of this checkout, copied to ``dest`` (caches left behind)."""
+    for name in BUILD_MACHINERY:
+        source = ROOT / name
+        if source.is_dir():
+            shutil.copytree(source, dest / name, ignore=shutil.ignore_patterns("__pycache__"))
+        else:
+            dest.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, dest / name)
+    return dest
+
+
+def run_copy(checkout: Path, *args: str) -> subprocess.CompletedProcess[str]:
+    """``python build.py ARGS`` in ``checkout``, importing that checkout's rawcuda (not this one's)."""
+    environment = {**os.environ, "PYTHONPATH": str(checkout)}
+    return subprocess.run(
+        [sys.executable, "build.py", *args], cwd=checkout, env=environment, capture_output=True, text=True, timeout=300
+    )
+
+
+def test_a_checkout_at_another_path_builds_the_same_bytes(nvcc: str, tmp_path: Path) -> None:
+    manifest = kernels.load_manifest()
+    if nvcc_tool.probe(nvcc).version != manifest["nvcc_version"]:
+        pytest.skip("the local nvcc is not the one that built the committed PTX, so its bytes differ by design")
+    # Deeper than ROOT and named differently, so that no path of the two can be the other's.
+    checkout = copy_checkout(tmp_path / "another" / "place" / "for-a-clone")
+    assert ROOT.name != checkout.name
+    check = run_copy(checkout, "--check")
+    assert check.returncode == 0, f"--check depends on the checkout's path:\n{check.stdout}{check.stderr}"
+    done = run_copy(checkout, "--force", "--quiet")
+    assert done.returncode == 0, done.stdout + done.stderr
+    built = checkout / "rawcuda" / "kernels"
+    names = sorted(p.name for p in kernels.KERNEL_DIR.iterdir() if p.suffix in (".ptx", ".json"))
+    assert names == sorted(p.name for p in built.iterdir() if p.suffix in (".ptx", ".json"))
+    differ = [n for n in names if (built / n).read_bytes() != (kernels.KERNEL_DIR / n).read_bytes()]
+    assert not differ, f"built at {checkout}, these differ from the committed ones: {differ}"
+
+
+def test_committed_ptx_records_no_absolute_path() -> None:
+    for path in committed_ptx():
+        text = path.read_text()
+        names = reproducible.file_names(text)
+        assert names, f"{path.name}: no .file directives (was it built without -lineinfo?)"
+        assert not [n for n in names if Path(n).is_absolute()], f"{path.name}: {names}"
+        # Its own source -- or, for a source that only #includes another (transcendentals_fast.cu), that one.
+        assert any(n.startswith(f"{SOURCES.name}/") for n in names), f"{path.name}: {names}"
+        assert str(ROOT) not in text
+    assert str(ROOT) not in (kernels.KERNEL_DIR / kernels.MANIFEST_NAME).read_text()
+
+
+def test_relocate_files_rewrites_only_file_names_under_the_folders() -> None:
+    text = (
+        '\t.file\t1 "/home/u/co/kernels/saxpy.cu"\n'
+        '\t.file\t2 "/opt/cuda/bin/../targets/x/include/crt/math_functions.hpp", 0, 100\n'
+        '\t.file\t3 "/usr/include/stdio.h"\n'
+        "\t.loc\t1 20 5 // /home/u/co/kernels/saxpy.cu is not a .file\n"
+    )
+    pairs = reproducible.relocations(Path("/home/u/co/kernels"), ["/opt/cuda/bin/../targets/x/include"])
+    assert reproducible.relocate_files(text, pairs) == (
+        '\t.file\t1 "kernels/saxpy.cu"\n'
+        '\t.file\t2 "crt/math_functions.hpp", 0, 100\n'  # the optional time stamp and size stay
+        '\t.file\t3 "/usr/include/stdio.h"\n'  # under no folder: left alone (the test above catches it)
+        "\t.loc\t1 20 5 // /home/u/co/kernels/saxpy.cu is not a .file\n"
+    )
+    # The more specific folder wins: the toolkit's cccl/ include folder lies inside its include/ folder.
+    nested = reproducible.relocations(Path("/k"), ["/t/include", "/t/include/cccl"])
+    assert reproducible.relocate_files('.file 1 "/t/include/cccl/cuda/std/x.h"', nested) == '.file 1 "cuda/std/x.h"'
+
+
+def test_recorded_name_is_relative_to_the_checkout_root(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    src = tmp_path / "kernels"
+    (src / "sub").mkdir(parents=True)
+    assert reproducible.recorded_name(src / "sub" / "a.cu", src) == "kernels/sub/a.cu"
+    monkeypatch.chdir(src)  # `build.py --src .`: the folder's own name, not ""
+    assert reproducible.recorded_name(Path("a.cu"), Path(".")) == "kernels/a.cu"
+    assert reproducible.source_path_flags("kernels/a.cu") == [
+        "-Xcicc",
+        reproducible.ORIG_SRC_PATH_OPTION,
+        "-Xcicc",
+        "kernels/a.cu",
+    ]
+
+
+def test_toolkit_include_dirs_come_from_nvcc_dryrun(tmp_path: Path) -> None:
+    fake = tmp_path / "nvcc"
+    fake.write_text(
+        "#!/bin/sh\n"
+        "echo '#$ TOP=/opt/cuda/bin/..' >&2\n"
+        "echo '#$ INCLUDES=\"-I/opt/cuda/bin/../targets/t/include\"  ' >&2\n"
+        'echo \'#$ SYSTEM_INCLUDES="-isystem" "/opt/cuda/bin/../targets/t/include/cccl"  \' >&2\n'
+    )
+    fake.chmod(0o755)
+    compiler = Compiler(str(fake), "release 99.0, V99.0.0")
+    assert reproducible.toolkit_include_dirs(compiler) == [
+        "/opt/cuda/bin/../targets/t/include",
+        "/opt/cuda/bin/../targets/t/include/cccl",
+    ]
+    assert reproducible.toolkit_include_dirs(Compiler(str(tmp_path / "missing"), "")) == []
 
 
 # ---------------------------------------------------------------------------------------------------------

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import EXIT_NO_GPU, gpu_unavailable_reason, run_cli
+from rawcuda.testing import gpu_unavailable_reason
+from tests.helpers import EXIT_NO_GPU, run_cli
 
 
 def test_doctor_without_a_driver_names_the_problem_and_the_fix() -> None:

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import EXIT_NO_GPU, ROOT, TUTORIAL_DIR, gpu_unavailable_reason, python_env, tutorial_module
+from rawcuda.testing import gpu_unavailable_reason
+from tests.helpers import EXIT_NO_GPU, ROOT, TUTORIAL_DIR, python_env, tutorial_module
 
 recorder = tutorial_module("record_outputs")
 frame = tutorial_module("_tutorial")

@@ -21,11 +21,11 @@ from pathlib import Path
 
 import pytest
 
+from rawcuda.testing import gpu_unavailable_reason
 from tests.helpers import (
     EXIT_NO_GPU,
     ROOT,
     TUTORIAL_DIR,
-    gpu_unavailable_reason,
     python_env,
     run_tutorial,
     tutorial_module,

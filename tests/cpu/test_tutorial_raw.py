@@ -31,6 +31,7 @@ import pytest
 from rawcuda.ffi import types as rawtypes
 from rawcuda.ffi.cuda import TABLE
 from rawcuda.ffi.decl import Decl
+from rawcuda.testing import gpu_unavailable_reason
 from rawcuda.tools import cheader, headercheck
 from tests.cpu import test_tutorials_content as content
 from tests.helpers import (
@@ -38,7 +39,6 @@ from tests.helpers import (
     ROOT,
     TESTS_DIR,
     build_shared_library,
-    gpu_unavailable_reason,
     python_env,
     run_tutorial,
 )

@@ -16,7 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial, tutorial_module
+from rawcuda.testing import gpu_unavailable_reason
+from tests.helpers import EXIT_NO_GPU, ROOT, run_tutorial, tutorial_module
 
 # NN_name.py, and NNa_name.py for one topic split into lettered parts (one idea per tutorial, no renumbering)
 TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]*_*.py"))

@@ -13,7 +13,8 @@ import subprocess
 
 import pytest
 
-from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
+from rawcuda.testing import gpu_unavailable_reason
+from tests.helpers import EXIT_NO_GPU, ROOT, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
 # 05 and 06 are split into lettered parts, one idea each (issue 13); a part's number is "05a", "06c" ...

@@ -1,0 +1,175 @@
+"""Testing: compare what a kernel wrote with a numpy reference, and say exactly how they differ.
+
+``assert np.allclose(buf.to_array(), expected)`` fails with ``assert False``: no count, no index, no value.
+:func:`assert_device_equal` copies the buffer to the host and, when it differs, raises an AssertionError
+that answers the questions one asks next (one long first line, folded here)::
+
+    DeviceBuffer (1048576,) float32 differs from the expected array: 3 of 1048576 elements (0.000286%)
+        are not within atol=0 + rtol=1e-06 * |expected|
+    max abs error 0.5 at index (17,); max rel error 0.25 at index (17,)
+    first mismatches (index: got, expected, abs error):
+      (17,): 2.5, 2.0, 0.5
+      (901,): nan, 1.0, nan
+      (4000,): 1.5, 1.25, 0.25
+
+The comparison itself is :func:`array_mismatch`, plain numpy (host arrays in, a message or None out), so it
+is tested without a GPU. The rules:
+
+* **Shapes must be equal, and dtypes too.** Nothing is converted behind your back: a float32 result compared
+  with a float64 reference is a mistake half of the time (the reference was computed at another precision)
+  and a decision the other half -- say which with ``expected.astype(np.float32)``. A Python scalar or list
+  as ``expected`` takes the buffer's dtype (``assert_device_equal(buf, 0.0)``: every element zero).
+* **Floating and complex elements** match when ``|got - expected| <= atol + rtol * |expected|``, as in
+  ``numpy.isclose``; with ``equal_nan`` (the default) a NaN matches a NaN, and nothing else.
+* **Integers and booleans** must be equal: a tolerance on counts or indices hides off-by-one errors.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from ..devicebuffer import DeviceBuffer
+from ..pinned import PinnedBuffer
+
+#: How many mismatching elements the message lists (the count says how many there are in all).
+SHOWN_MISMATCHES = 10
+#: numpy.testing.assert_allclose's defaults: a relative tolerance below float32's epsilon, so float32 results
+#: usually need ``rtol=1e-6`` or so -- a choice the test should make, and show.
+DEFAULT_RTOL = 1e-7
+DEFAULT_ATOL = 0.0
+ERROR_DIGITS = 6  # significant digits of the errors in the message
+
+
+def host_copy(buf: Any) -> np.ndarray:
+    """What ``buf`` holds, as a host numpy array it does not share.
+
+    A DeviceBuffer (a view, a ManagedBuffer, a GrowableBuffer's view) is copied with ``to_array()``, which
+    waits for all work in its context first; a PinnedBuffer's context is synchronized before its memory is
+    read (async copies into it may still be running); a numpy array is taken as it is.
+    """
+    if isinstance(buf, DeviceBuffer):
+        return buf.to_array()
+    if isinstance(buf, PinnedBuffer):
+        buf.context.synchronize()
+        return np.array(buf.array, copy=True)
+    if isinstance(buf, np.ndarray):
+        return buf
+    raise TypeError(
+        f"assert_device_equal compares a rawcuda DeviceBuffer, ManagedBuffer, PinnedBuffer or a numpy array, "
+        f"not {type(buf).__name__}"
+    )
+
+
+def array_mismatch(
+    got: np.ndarray,
+    expected: Any,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    equal_nan: bool = True,
+    what: str = "array",
+) -> str | None:
+    """None when ``got`` matches ``expected`` under the rules above; otherwise the message saying how not."""
+    if rtol < 0 or atol < 0:
+        raise ValueError(f"tolerances must be 0 or more, not rtol={rtol!r}, atol={atol!r}")
+    want = np.asarray(expected) if isinstance(expected, np.ndarray) else np.asarray(expected, dtype=got.dtype)
+    if want.ndim == 0 and got.ndim != 0:
+        want = np.broadcast_to(want, got.shape)  # one value for every element
+    if got.shape != want.shape:
+        return f"shape mismatch: the {what} has shape {got.shape}, the expected array {want.shape}"
+    if got.dtype != want.dtype:
+        return (
+            f"dtype mismatch: the {what} holds {got.dtype}, the expected array {want.dtype} "
+            f"(compare like with like: expected.astype(np.{got.dtype.name}) if that is what you mean)"
+        )
+    exact = not np.issubdtype(got.dtype, np.inexact)
+    bad = got != want if exact else ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan)
+    count = int(np.count_nonzero(bad))
+    if count == 0:
+        return None
+    rule = "are not equal" if exact else f"are not within atol={atol:g} + rtol={rtol:g} * |expected|"
+    share = f"{100 * count / got.size:.3g}%"
+    lines = [f"{what} differs from the expected array: {count} of {got.size} elements ({share}) {rule}"]
+    where = np.argwhere(bad)
+    abs_err = _abs_error(got, want)
+    lines.append(_worst(abs_err, want, bad))
+    lines.append("first mismatches (index: got, expected, abs error):")
+    for index in where[:SHOWN_MISMATCHES]:
+        key = tuple(int(i) for i in index)
+        lines.append(f"  {key}: {_show(got[key])}, {_show(want[key])}, {_error(abs_err[key])}")
+    if count > SHOWN_MISMATCHES:
+        lines.append(f"  ... and {count - SHOWN_MISMATCHES} more")
+    return "\n".join(lines)
+
+
+def assert_device_equal(
+    buf: Any,
+    expected: Any,
+    *,
+    rtol: float = DEFAULT_RTOL,
+    atol: float = DEFAULT_ATOL,
+    equal_nan: bool = True,
+) -> None:
+    """Raise AssertionError, with the differences spelled out, unless ``buf`` holds ``expected``.
+
+    ``buf``: a DeviceBuffer (or a view of one, a ManagedBuffer), a PinnedBuffer or a numpy array; it is
+    copied to the host after its context's work is done (:func:`host_copy`). ``expected``: a numpy array of
+    the same shape and dtype, or a scalar or list (taken in ``buf``'s dtype). Tolerances as in
+    ``numpy.isclose``, applied to floating and complex elements only (see the module docstring).
+    """
+    got = host_copy(buf)
+    message = array_mismatch(got, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, what=_describe(buf))
+    if message is not None:
+        raise AssertionError(message)
+
+
+# --- the message's parts -------------------------------------------------------------------------------------
+def _abs_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """|got - expected| in float64 (complex: the modulus), computed without overflow for integer types."""
+    if np.issubdtype(got.dtype, np.complexfloating):
+        return np.abs(got.astype(np.complex128) - want.astype(np.complex128))
+    if got.dtype == np.bool_:
+        return (got != want).astype(np.float64)
+    return np.abs(got.astype(np.float64) - want.astype(np.float64))
+
+
+def _worst(abs_err: np.ndarray, want: np.ndarray, bad: np.ndarray) -> str:
+    """The line with the largest absolute and relative errors among the mismatches (finite ones only)."""
+    finite = bad & np.isfinite(abs_err)
+    if not finite.any():
+        return "no finite error to report: every mismatch involves a NaN or an infinity"
+    at_abs = np.unravel_index(int(np.argmax(np.where(finite, abs_err, -1.0))), abs_err.shape)
+    line = f"max abs error {_error(abs_err[at_abs])} at index {_index(at_abs)}"
+    wide = np.complex128 if np.iscomplexobj(want) else np.float64
+    with np.errstate(divide="ignore", invalid="ignore"):
+        rel = abs_err / np.abs(want.astype(wide))
+    rel = np.where(finite & np.isfinite(rel), rel, -1.0)
+    if not (rel >= 0).any():
+        return line + "; no relative error (every finite mismatch is against an expected 0)"
+    at_rel = np.unravel_index(int(np.argmax(rel)), rel.shape)
+    return line + f"; max rel error {_error(rel[at_rel])} at index {_index(at_rel)}"
+
+
+def _index(index: tuple[Any, ...]) -> tuple[int, ...]:
+    return tuple(int(i) for i in index)
+
+
+def _show(value: Any) -> str:
+    """An element as numpy prints it, in its own precision: ``0.1`` (not float32's 0.10000000149...), ``nan``."""
+    return str(value)
+
+
+def _error(value: Any) -> str:
+    """An error, to ERROR_DIGITS significant digits (its own precision would be float64's 17)."""
+    return f"{float(value):.{ERROR_DIGITS}g}"
+
+
+def _describe(buf: Any) -> str:
+    if isinstance(buf, DeviceBuffer | PinnedBuffer):
+        return f"{type(buf).__name__} {buf.shape} {buf.dtype}"
+    return "array"
+
+
+__all__ = ["DEFAULT_ATOL", "DEFAULT_RTOL", "SHOWN_MISMATCHES", "array_mismatch", "assert_device_equal", "host_copy"]
