@@ -66,7 +66,7 @@ class ForeignBuffer(DeviceBuffer):
     def _take_ownership(self, ptr: int) -> None:
         # Released like memory is (Resource): by close(), or by the garbage collector as a fallback -- but what
         # is released is the claim (a deleter call, or a reference), never the memory.
-        self._own(self._claim.end)
+        self._own(_give_back, self._claim)
 
     @property
     def owner(self) -> Any:
@@ -75,7 +75,11 @@ class ForeignBuffer(DeviceBuffer):
 
     def close(self) -> None:
         """Give the producer's memory back (the deleter runs now -- or after the last DLPack export of this
-        buffer is given back); the memory itself is the producer's to free."""
+        buffer is given back); the memory itself is the producer's to free.
+
+        Like ``cuMemFree``, this waits for the context's work first: torch's and CuPy's caching allocators
+        may hand the memory to their next allocation at once, ordered after *their* streams only, so no
+        kernel of ours may still be using it."""
         super().close()
         self._owner = None
 
@@ -83,6 +87,12 @@ class ForeignBuffer(DeviceBuffer):
         state = " closed" if self._closed else ""
         origin = type(self._owner).__name__ if self._owner is not None else "a capsule"
         return f"<ForeignBuffer {self.shape} {self.dtype} at {self._ptr:#x} from {origin}{state}>"
+
+
+def _give_back(claim: Loan) -> None:
+    """The release of a ForeignBuffer (its context is current): wait for the GPU, then end the claim."""
+    cu.cuCtxSynchronize()
+    claim.end()
 
 
 # --- DLPack -------------------------------------------------------------------------------------------------------

@@ -331,6 +331,14 @@ def test_an_unconsumed_capsule_is_given_back_by_the_sweep() -> None:
     assert dlpack.sweep() == 1 and memory.loans.outstanding == 0
 
 
+def test_a_garbage_collection_sweeps_too() -> None:
+    memory = HostMemory(np.arange(4.0))
+    del_me = memory.__dlpack__(max_version=(1, 0))
+    del del_me
+    gc.collect()  # rawcuda.dlpack sweeps after each collection
+    assert memory.loans.outstanding == 0
+
+
 def test_a_consumer_s_refusal_keeps_its_own_message() -> None:
     # numpy refuses a CUDA tensor *after* __dlpack__ returned, and drops the capsule with its exception set. A
     # ctypes capsule destructor would turn that into "SystemError: returned NULL without setting an exception"
