@@ -10,7 +10,10 @@ from __future__ import annotations
 
 import ctypes
 import gc
+import re
 import sys
+import sysconfig
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -81,6 +84,35 @@ def test_the_capsule_api_rows_name_real_functions() -> None:
         assert len(row.argtypes) == row.prototype.count(",") + 1  # one ctypes type per C parameter
     # Bound as fresh function objects: the shared ctypes.pythonapi attribute keeps whatever others set on it.
     assert ffi.capsule_new is not ctypes.pythonapi.PyCapsule_New
+
+
+def c_types(params: str) -> list[str]:
+    """``"PyObject *capsule, const char *name"`` -> ``["PyObject*", "constchar*"]``: the types, names dropped."""
+    types = []
+    for param in params.split(","):
+        tokens = re.findall(r"\w+|\*", param)
+        if len(tokens) >= 2 and tokens[-1] != "*":
+            tokens.pop()  # the parameter's name
+        types.append("".join(tokens))
+    return types
+
+
+def test_the_capsule_api_rows_match_the_python_headers() -> None:
+    # Like the driver table against cuda.h: each row's C prototype is the one the interpreter was built with.
+    include = Path(sysconfig.get_paths()["include"])
+    headers = " ".join(p.read_text() for p in (include / "pycapsule.h", include / "object.h") if p.is_file())
+    if "PyCapsule_New" not in headers:
+        pytest.skip(f"no Python C headers under {include}")
+    pointer_types = (ctypes.c_void_p, ctypes.c_char_p, ctypes.py_object)
+    for row in ffi.CAPSULE_API:
+        found = re.search(rf"PyAPI_FUNC\(([^)]*)\)\s*{row.name}\s*\(([^)]*)\)", headers)
+        assert found is not None, row.name
+        ours = re.match(rf"(.*?)\b{row.name}\s*\((.*)\)", row.prototype)
+        assert ours is not None
+        assert found.group(1).replace(" ", "") == ours.group(1).replace(" ", ""), row.name
+        assert c_types(found.group(2)) == c_types(ours.group(2)), row.name
+        for c_type, ctype in zip(c_types(ours.group(2)), row.argtypes, strict=True):
+            assert (ctype in pointer_types) == c_type.endswith("*") or c_type == "PyCapsule_Destructor", row.name
 
 
 def test_capsule_names_are_immortal() -> None:
@@ -379,6 +411,22 @@ def test_why_rawcuda_s_capsules_have_no_destructor() -> None:
     with pytest.raises(SystemError):
         np.from_dlpack(Producer())
     assert finished == []
+
+
+def test_rawcuda_reads_and_takes_its_own_capsule() -> None:
+    # The two halves against each other: the consumer calls the producer's deleter -- a ctypes thunk -- through
+    # a function pointer, as C code would.
+    a = np.arange(6, dtype=np.int32).reshape(2, 3)
+    memory = HostMemory(a)
+    capsule = memory.__dlpack__(max_version=(1, 0))
+    tensor = dlpackread.read(capsule)
+    assert (tensor.ptr, tensor.shape, tensor.dtype) == (a.ctypes.data, (2, 3), a.dtype)
+    assert tensor.device == (int(HOST), 0) and tensor.versioned and not tensor.read_only
+    loan = dlpackread.take(capsule)
+    del capsule
+    assert dlpack.sweep() == 0 and memory.loans.outstanding == 1, "consumed: only the deleter may end it"
+    loan.end()
+    assert memory.loans.outstanding == 0
 
 
 def test_a_consumer_that_copies_or_asks_for_another_device_is_refused() -> None:
