@@ -210,7 +210,7 @@ class DeviceBuffer(Resource, Exportable):
         for view in list(self._views):
             view.close()  # a view owns nothing: this only makes later use a ClosedError
         self._views.clear()
-        if not self._closed and self._base is None and self.loans.outstanding:
+        if not self._closed and self._base is None and self.loans.outstanding and self.context.usable:
             sweep()  # capsules dropped unconsumed end their loans first
             finalizer = self._finalizer  # None: owns nothing (empty; a ManagedBuffer's memory is its host views')
             if finalizer is not None and finalizer.detach() is not None:

@@ -319,6 +319,24 @@ def test_adopt_takes_the_cuda_array_interface_and_waits_for_its_stream(
     rawcuda.adopt(Foreign(da, None, read_only=True), read_only=True).close()
 
 
+def test_adopt_takes_a_numba_array_on_its_stream(
+    streams: tuple[Stream, Stream], no_export_left: None, rng: Any
+) -> None:
+    # numba's device arrays are a real producer of the interface (version 3, naming their stream).
+    numba_cuda = pytest.importorskip("numba.cuda")
+    _, consumer = streams
+    x = rng.standard_normal(N, dtype=np.float32)
+    try:
+        numba_stream = numba_cuda.stream()
+        array = numba_cuda.to_device(x, stream=numba_stream)
+    except Exception as exc:  # numba's own start-up, not rawcuda's: a numba that cannot run here
+        pytest.skip(f"numba cannot use the GPU here: {type(exc).__name__}: {exc}")
+    fb = rawcuda.adopt(array, stream=consumer)
+    assert fb.ptr == array.__cuda_array_interface__["data"][0] and fb.owner is array
+    np.testing.assert_array_equal(fb.to_array(stream=consumer), x)
+    fb.close()
+
+
 def test_a_growable_buffer_is_adopted_through_its_interface(no_export_left: None, rng: Any) -> None:
     # Its memory is mapped with the VMM API (no context owns it) and its close() unmaps it: DLPack export is
     # refused, so adopt falls back to the CUDA Array Interface.
@@ -466,9 +484,9 @@ def test_what_rawcuda_cannot_export_is_refused(no_export_left: None) -> None:
         buf.__dlpack__(dl_device=(DLDeviceType.CPU, 0))
     with pytest.raises(ValueError, match="stream=0 is forbidden"):
         buf.__dlpack__(stream=0)
-    with pytest.raises(Exception, match=r"[Uu]nsupported device") as info:
+    with pytest.raises(Exception, match=r"(?i)device") as info:
         np.from_dlpack(buf)  # numpy refuses a CUDA tensor after __dlpack__: its own message must survive
-    assert not isinstance(info.value, SystemError)
+    assert not isinstance(info.value, SystemError), info.value
     buf.close()
     with pytest.raises(ClosedError):
         buf.__dlpack__()
