@@ -370,11 +370,12 @@ def _publish(entry: _Export, ptr: int, shape: tuple[int, ...], dtype: DLDataType
     address = ctypes.addressof(entry.struct)
     _exports[address] = entry
     try:
-        entry.capsule = capsule_new(address, names.unused, None)  # no destructor: see the module docstring
+        capsule = capsule_new(address, names.unused, None)  # no destructor: see the module docstring
     except BaseException:
         _exports.pop(address, None)
         raise
-    return entry.capsule
+    entry.capsule = capsule  # (held by this frame too, until the caller has it: no sweep can see an orphan)
+    return capsule
 
 
 __all__ = [
