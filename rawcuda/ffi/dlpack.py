@@ -34,6 +34,11 @@ Three things this file cannot get wrong, because C code holds the addresses:
   each capsule in its own registry and notices, in ordinary Python, when one was dropped unconsumed
   (rawcuda.dlpackexport).
 
+What no ctypes producer can guarantee, and a C one can: a deleter *called* with an exception pending
+meets the same fate (compliant consumers -- numpy, CuPy, the spec's example -- save the exception around
+the call), and a deleter called after the interpreter has shut down (from a C++ static destructor, say)
+reaches a thunk that needs the interpreter; numpy's C deleter checks ``Py_IsInitialized``, a thunk cannot.
+
 The Python C-API functions are bound as fresh ``PYFUNCTYPE`` objects, not through ``ctypes.pythonapi.X`` with
 ``argtypes`` set on it: that attribute is one object shared by every library in the process, and another one
 setting different ``argtypes`` on it would silently change ours. ``PYFUNCTYPE`` keeps the GIL held during the
