@@ -20,6 +20,11 @@ Two ways to move data, and why:
 be pending -- whichever view or slice that work went through: every view shares its base's
 :class:`PendingStream`. A closed stream has finished its work (close() waits), so it is reported as None.
 Other libraries' arrays passed to rawcuda are the other direction: :mod:`rawcuda.interop`.
+
+DLPack (``__dlpack__``, ``torch.from_dlpack(buf)``) adds what the interface lacks, a deleter: the consumer
+says when it is done, so an export *lends* the memory (rawcuda.loans) and ``close()`` frees it only after the
+last loan ends; rawcuda.dlpack has the protocol. The way in -- wrapping another library's array without a
+copy -- is ``rawcuda.adopt`` (rawcuda.foreign); ``from_array`` always copies, and only from host memory.
 """
 
 from __future__ import annotations
@@ -34,8 +39,11 @@ import numpy as np
 from .checked import cu
 from .closeorder import CloseOrder
 from .context import Context, resolve
+from .dlpack import Exportable, is_device_array, sweep
 from .elements import exact_element, normalize_dtype, normalize_shape
+from .loans import Loan, Loans
 from .pending import PendingStream
+from .pinned import PinnedBuffer
 from .resource import Resource
 from .stream import Stream, stream_handle
 
@@ -53,7 +61,7 @@ def _free(ptr: int) -> None:
     cu.cuMemFree(ptr)
 
 
-class DeviceBuffer(Resource):
+class DeviceBuffer(Resource, Exportable):
     """An n-dimensional, C-contiguous array in device memory."""
 
     close_order = CloseOrder.DEVICE_MEMORY
@@ -71,6 +79,7 @@ class DeviceBuffer(Resource):
         # would make a cycle, and the memory would wait for the cyclic GC (or, with gc.disable(), forever).
         self._views: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
         self.pending = PendingStream()  # shared with every view (see PendingStream)
+        self.loans = Loans()  # the exports of this memory still held outside (views lend their base's)
         if ptr:
             self._take_ownership(ptr)
 
@@ -105,7 +114,13 @@ class DeviceBuffer(Resource):
 
     @classmethod
     def from_array(cls, array: Any, context: Context | None = None, stream: Stream | None = None) -> Any:
-        """A new buffer with the shape, dtype and contents of a host array."""
+        """A new buffer with the shape, dtype and contents of a host array (a copy, always)."""
+        if not isinstance(array, np.ndarray) and is_device_array(array):
+            raise TypeError(
+                f"from_array copies host arrays, and this {type(array).__name__} is GPU memory: "
+                "rawcuda.adopt(x) wraps it as a buffer without a copy; for a copy of your own, "
+                "DeviceBuffer.empty(shape, dtype) then .copy_from(rawcuda.adopt(x))"
+            )
         host = np.asarray(array)
         buf = cls(host.shape, host.dtype, context)
         buf.copy_from(host, stream=stream)
@@ -171,7 +186,8 @@ class DeviceBuffer(Resource):
         view.shape, view.dtype, view.nbytes = dims, dt, nbytes
         view._ptr = self._ptr + start if nbytes else 0
         view._base = self if self._base is None else self._base
-        view._views, view.pending = weakref.WeakSet(), self.pending
+        view._views, view.pending, view.loans = weakref.WeakSet(), self.pending, self.loans
+        view.dlpack_device_type = self.dlpack_device_type  # a view of managed memory is managed memory
         view._base._views.add(view)
         return view
 
@@ -189,11 +205,29 @@ class DeviceBuffer(Resource):
         return self.view(start * row, (max(stop - start, 0), *self.shape[1:]))
 
     def close(self) -> None:
-        """Free the memory now (views of it become closed too)."""
+        """Free the memory now -- or, while another library still holds an export of it (DLPack), when the last
+        one is given back. Views of it become closed too."""
         for view in list(self._views):
             view.close()  # a view owns nothing: this only makes later use a ClosedError
         self._views.clear()
+        if not self._closed and self._base is None and self.loans.outstanding and self.context.usable:
+            sweep()  # capsules dropped unconsumed end their loans first
+            finalizer = self._finalizer  # None: owns nothing (empty; a ManagedBuffer's memory is its host views')
+            if finalizer is not None and finalizer.detach() is not None:
+                self.loans.release_after(self.context, *self._release)  # so super().close() releases nothing
         super().close()
+
+    def lend(self) -> Loan:
+        """Keep this memory for an outside holder until ``loan.end()``: ``close()`` of the buffer, or of its
+        context, frees it only after every loan has ended. (rawcuda.dlpack lends for each export.)"""
+        self.check_open()
+        if self._base is not None:
+            return self._base.lend()
+        return self.loans.lend(self.context)
+
+    def dlpack_host_wait(self) -> Any:
+        """How the host waits before reading this memory itself: a view asks its base (device memory: None)."""
+        return None if self._base is None else self._base.dlpack_host_wait()
 
     # --- copies ------------------------------------------------------------------------------------------
     def copy_from(self, src: Any, stream: Stream | None = None) -> None:
@@ -209,6 +243,7 @@ class DeviceBuffer(Resource):
             lambda: cu.cuMemcpyHtoD(self._ptr, host.ctypes.data, self.nbytes),
             stream,
             host,
+            src.pending if isinstance(src, PinnedBuffer) else None,
         )
 
     def copy_to(self, dst: Any, stream: Stream | None = None) -> None:
@@ -226,6 +261,7 @@ class DeviceBuffer(Resource):
             lambda: cu.cuMemcpyDtoH(host.ctypes.data, self._ptr, self.nbytes),
             stream,
             host,
+            dst.pending if isinstance(dst, PinnedBuffer) else None,
         )
 
     def to_array(self, stream: Stream | None = None) -> np.ndarray:
@@ -264,7 +300,11 @@ class DeviceBuffer(Resource):
                 f"({self.nbytes} bytes); reshape one of them or make a view"
             )
 
-    def _transfer(self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any) -> None:
+    def _transfer(
+        self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any, host: PendingStream | None = None
+    ) -> None:
+        """Run a copy or memset, recording its stream as pending on this memory (and on the pinned ``host``
+        memory at the other end, whose DLPack export must wait for it too)."""
         if self.nbytes == 0:
             return
         ctx = self.context
@@ -274,12 +314,16 @@ class DeviceBuffer(Resource):
             synchronous()
             ctx.synchronize()
             self.pending.record(None)
+            if host is not None:
+                host.record(None)
             return
         handle = stream_handle(stream, ctx)
         ctx.activate()
         on_stream(handle)
         stream.keep_alive(keep)
         self.pending.record(stream)
+        if host is not None:
+            host.record(stream)
 
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:

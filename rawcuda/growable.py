@@ -52,6 +52,7 @@ from .ffi.constants import (
 )
 from .ffi.results import Result
 from .ffi.types import CUmemAccessDesc, CUmemAllocationProp, CUmemLocation
+from .loans import Loan
 from .pending import PendingStream
 from .resource import Resource
 from .stream import Stream
@@ -127,6 +128,14 @@ class _MappedView(DeviceBuffer):
 
     def _take_ownership(self, ptr: int) -> None:
         pass  # the GrowableBuffer unmaps and frees it
+
+    def lend(self) -> Loan:
+        # A loan would promise memory that the GrowableBuffer's close() unmaps whatever is still out.
+        raise BufferError(
+            "a GrowableBuffer's memory cannot be exported with DLPack (its close() unmaps it, whoever still holds "
+            "an export): copy it into a DeviceBuffer first (rawcuda.growable.copy_grow, or copy_from), or share "
+            "it through __cuda_array_interface__ while the GrowableBuffer stays open"
+        )
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""

@@ -40,10 +40,13 @@ from .checked import cu
 from .context import Context
 from .device import Device
 from .devicebuffer import DeviceBuffer
+from .dlpack import sweep
 from .ffi.attributes import DeviceAttribute
 from .ffi.constants import MemAdvise, MemAttachFlag, MemLocationType
+from .ffi.dlpack import DLDeviceType
 from .ffi.types import CUmemLocation
-from .pinned import host_view
+from .loans import Loan
+from .pinned import host_view, lend_host_memory
 from .stream import Stream, stream_handle
 
 HOST = "host"
@@ -67,6 +70,7 @@ class ManagedBuffer(DeviceBuffer):
     """Managed memory: a DeviceBuffer for kernels, with a numpy view (``.array``) for the host."""
 
     _concurrent_access: bool | None = None  # CONCURRENT_MANAGED_ACCESS of the device, asked once
+    dlpack_device_type = DLDeviceType.CUDA_MANAGED
 
     def _allocate(self, ctx: Context, nbytes: int) -> int:
         if nbytes == 0:
@@ -121,12 +125,28 @@ class ManagedBuffer(DeviceBuffer):
         self.context.activate()
         cu.cuMemAdvise(self._ptr, self.nbytes, int(advice), location(where))
 
+    def lend(self) -> Loan:
+        """Hold this memory for an outside holder (a DLPack consumer) until ``loan.end()``, as a view does."""
+        self.check_open()
+        return lend_host_memory(self._raw)
+
+    def dlpack_host_wait(self) -> Any:
+        """Before the host reads it (``np.from_dlpack``): the async work recorded on it, and -- without
+        concurrent managed access -- every kernel of the context (see :attr:`array`)."""
+        return self._wait_for_host
+
+    def _wait_for_host(self) -> None:
+        self.pending.synchronize()
+        if not self.concurrent_access:
+            self.context.synchronize()
+
     def close(self) -> None:
-        """Give up the memory: freed now, or when the last outside numpy view of it is dropped."""
+        """Give up the memory: freed now, or when the last outside numpy view (or DLPack export) is dropped."""
         if self._closed:
             return
         self._raw = None
         self._array = None  # type: ignore[assignment]
+        sweep()  # a DLPack capsule dropped unconsumed may be the last holder
         super().close()
 
 

@@ -25,11 +25,17 @@ again -- the memory is left mapped, not freed) and ``fork()``. The driver maps p
 that a forked child does not inherit it: a view the child touches is a segmentation fault that no library
 can intercept. In the child, ``buf.array`` raises :class:`~rawcuda.checked.errors.ForkedProcessError`;
 views obtained before the fork must not be touched there (fork before you allocate, or use "spawn").
+
+DLPack: ``np.from_dlpack(pinned)`` reads the memory in place (kDLCUDAHost; numpy reads host memory). An
+export holds the memory exactly as a numpy view does (:meth:`PinnedBuffer.lend`), and waits first for async
+copies into it that went through this PinnedBuffer (``buf.copy_to(pinned, stream=s)``): they are recorded
+in its ``pending``, as a device buffer's are. A copy through a numpy slice of ``.array`` is not seen there.
 """
 
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import weakref
 from ctypes import byref, c_uint64, c_void_p
@@ -40,8 +46,12 @@ import numpy as np
 from .checked import cu
 from .closeorder import CloseOrder
 from .context import Context, resolve
+from .dlpack import Exportable, sweep
 from .elements import normalize_dtype, normalize_shape
 from .ffi.constants import HostAllocFlag
+from .ffi.dlpack import DLDeviceType
+from .loans import Loan
+from .pending import PendingStream
 from .resource import Resource
 
 
@@ -65,10 +75,21 @@ def _free_host(ptr: int) -> None:
     cu.cuMemFreeHost(ptr)
 
 
-class PinnedBuffer(Resource):
+def lend_host_memory(raw: Any) -> Loan:
+    """A loan on host-view memory: it holds ``raw`` (the object under the views, see :func:`host_view`) as one
+    more view would, until it ends."""
+    return Loan(functools.partial(_hold, raw))
+
+
+def _hold(raw: Any) -> None:
+    """Nothing to do when the loan ends: holding ``raw`` until then was the point."""
+
+
+class PinnedBuffer(Resource, Exportable):
     """Page-locked host memory with a numpy view (``.array``)."""
 
     close_order = CloseOrder.HOST_MEMORY
+    dlpack_device_type = DLDeviceType.CUDA_HOST
 
     def __init__(
         self,
@@ -90,6 +111,7 @@ class PinnedBuffer(Resource):
         super().__init__(ctx)
         self._ptr: int = ptr.value or 0
         self._raw, self._array = host_view(self._ptr, self.nbytes, self.shape, self.dtype, ctx, _free_host)
+        self.pending = PendingStream()  # async copies to or from it, through DeviceBuffer.copy_from/copy_to
 
     @classmethod
     def from_array(
@@ -132,12 +154,22 @@ class PinnedBuffer(Resource):
         cu.cuMemHostGetDevicePointer(byref(dptr), self._ptr, 0)
         return dptr.value
 
+    def lend(self) -> Loan:
+        """Hold this memory for an outside holder (a DLPack consumer) until ``loan.end()``, as a view does."""
+        self.check_open()
+        return lend_host_memory(self._raw)
+
+    def dlpack_host_wait(self) -> Any:
+        """Before the host reads it: wait for the async copies recorded on this memory."""
+        return self.pending.synchronize
+
     def close(self) -> None:
-        """Give up the memory: freed now, or when the last outside numpy view of it is dropped."""
+        """Give up the memory: freed now, or when the last outside numpy view (or DLPack export) is dropped."""
         if self._closed:
             return
         self._raw = None
         self._array = None  # type: ignore[assignment]  (the memory goes as soon as no outside view is left)
+        sweep()  # a DLPack capsule dropped unconsumed may be the last holder
         super().close()
 
     def __repr__(self) -> str:

@@ -51,7 +51,6 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuGetErrorName": "rawcuda names codes from its own Result table, complete and proven against cuda.h",
     "cuMemcpy": _TOPIC + " (the unified-addressing copy; rawcuda's copies say which way they go)",
     "cuMemHostGetFlags": _FOR_TUTORIALS + " (tutorial 07b reads a pinned buffer's flags)",
-    "cuPointerGetAttribute": _FOR_TUTORIALS + " (tutorial 07a: which context owns a buffer)",
     "cuMemGetAccess": _FOR_TUTORIALS + " (the VMM tests read back what cuMemSetAccess granted)",
     "cuModuleLoadData": _TOPIC + " (rawcuda loads with cuModuleLoadDataEx, to get the JIT log)",
     "cuModuleLoadFatBinary": _TOPIC,

@@ -1,0 +1,391 @@
+"""Layer 2: rawcuda's buffers as DLPack producers -- what ``__dlpack__`` promises, and how it keeps the promise.
+
+``torch.from_dlpack(buf)`` calls ``buf.__dlpack_device__()`` (which GPU?), then ``buf.__dlpack__(stream=s,
+max_version=(1, 0))``, and gets a capsule (rawcuda.ffi.dlpack draws who owns what). Each argument is a
+promise the producer must keep or refuse:
+
+* ``stream`` -- the *consumer's* stream, on which it will use the memory (CUDA: 1 is the legacy default
+  stream, 2 the per-thread one, anything above a CUstream; None means legacy; -1 means "do not synchronize";
+  0 is forbidden as ambiguous). Async rawcuda work may still be writing the memory (rawcuda.pending): the
+  consumer's stream is made to wait for it on the GPU, the host never blocks. A consumer on the *host*
+  (numpy reading pinned or managed memory) has no stream, so the host waits instead.
+* ``max_version`` -- the newest DLPack the consumer reads. ``(1, x)`` or later gets the versioned struct and
+  capsule name; None (an old consumer) the legacy ones.
+* ``dl_device`` -- where the consumer wants the data: the buffer's own device, or ``(kDLCPU, 0)`` for memory
+  the host can read as it is (pinned, managed). Anything else would need a copy: ``BufferError``.
+* ``copy`` -- rawcuda exports the memory as it is and never copies: ``copy=True`` is a ``BufferError`` saying
+  how to copy first. rawcuda's buffers are writable, so the READ_ONLY flag is never set.
+
+Lifetime: the export holds the buffer object and a **loan** on its memory (rawcuda.loans), so ``close()``
+of the buffer or its context frees the memory only after the consumer calls the deleter. The deleter is one
+module-level, immortal ``CFUNCTYPE`` thunk; it finds its export by the struct's address in a registry and
+ends it -- exactly once, whichever thread calls, and never raising into C.
+
+No capsule destructor (rawcuda.ffi.dlpack says why: it cannot run Python safely): the registry holds every
+capsule until it is consumed, and :func:`sweep` ends the exports of capsules dropped unconsumed -- a capsule
+only the registry still references, still bearing its unused name, can never be consumed. Sweeps run at each
+export, when a lent buffer closes, after each garbage collection, and on demand.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import gc
+import math
+import sys
+from collections.abc import Callable
+from ctypes import POINTER, c_int64, c_void_p
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from .ffi.dlpack import (
+    DELETER,
+    DLPACK_VERSION,
+    LEGACY_NAMES,
+    STREAM_AMBIGUOUS,
+    STREAM_LEGACY,
+    STREAM_NO_SYNC,
+    VERSIONED_MAJOR,
+    VERSIONED_NAMES,
+    CapsuleNames,
+    DLDataType,
+    DLDataTypeCode,
+    DLDevice,
+    DLDeviceType,
+    DLManagedTensor,
+    DLManagedTensorVersioned,
+    DLPackVersion,
+    DLTensor,
+    capsule_is_valid,
+    capsule_new,
+    immortal,
+)
+
+#: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
+HOST = "host"
+MAX_STREAM = 1 << 64  # a CUstream is a pointer
+_BITS_PER_BYTE = 8
+#: numpy's kind letter -> the DLPack type code of that kind of number
+_CODES = {"i": DLDataTypeCode.INT, "u": DLDataTypeCode.UINT, "f": DLDataTypeCode.FLOAT, "c": DLDataTypeCode.COMPLEX}
+
+
+# --- what the consumer asked for --------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class Plan:
+    """What one ``__dlpack__`` call will do: which struct, which device in it, and how to synchronize
+    (None: not at all; HOST: the host waits; an int: that consumer stream waits on the GPU)."""
+
+    versioned: bool
+    device: tuple[int, int]
+    sync: int | str | None
+
+
+def negotiate(
+    kind: DLDeviceType,
+    ordinal: int,
+    *,
+    stream: Any,
+    max_version: Any,
+    dl_device: Any,
+    copy: Any,
+    host_accessible: bool,
+) -> Plan:
+    """Check ``__dlpack__``'s arguments against a buffer of device ``(kind, ordinal)``; raise what the array
+    API standard says: BufferError for an export that cannot be made as asked, TypeError/ValueError for a
+    malformed argument."""
+    if copy is True:
+        raise BufferError(
+            "rawcuda exports its memory as it is and never copies (copy=True was asked): copy it yourself "
+            "first -- DeviceBuffer.empty(shape, dtype) and copy_from(buf), or to_array() for the host -- and "
+            "export the copy"
+        )
+    if copy is not None and copy is not False:
+        raise TypeError(f"copy must be None, True or False, not {copy!r}")
+    device = (int(kind), ordinal)
+    if dl_device is not None:
+        requested = _device_pair(dl_device)
+        if requested == (int(DLDeviceType.CPU), 0) and host_accessible:
+            device = requested  # the host reads this memory where it is: no copy needed
+        elif requested != device:
+            where = "the host (kDLCPU) or " if host_accessible else ""
+            raise BufferError(
+                f"dl_device={requested} asks for a copy on another device; this buffer is on {device} and can be "
+                f"exported to {where}{device} only (rawcuda never copies in __dlpack__)"
+            )
+    return Plan(_versioned(max_version), device, _sync(stream, device[0] == DLDeviceType.CPU, host_accessible))
+
+
+def _device_pair(dl_device: Any) -> tuple[int, int]:
+    try:
+        kind, ordinal = dl_device
+        if isinstance(kind, bool) or isinstance(ordinal, bool):
+            raise TypeError
+        return int(kind), int(ordinal)
+    except (TypeError, ValueError):
+        raise TypeError(f"dl_device must be a (device_type, device_id) pair of ints, not {dl_device!r}") from None
+
+
+def _versioned(max_version: Any) -> bool:
+    if max_version is None:
+        return False  # a consumer from before DLPack 1.0: the legacy struct and name
+    try:
+        major, _minor = (int(part) for part in max_version)
+    except (TypeError, ValueError):
+        raise TypeError(f"max_version must be None or a (major, minor) pair of ints, not {max_version!r}") from None
+    return major >= VERSIONED_MAJOR
+
+
+def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str | None:
+    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
+        raise TypeError(f"stream must be None or an int (a CUstream, 1, 2 or -1), not {type(stream).__name__}")
+    if host_consumer:
+        if stream is not None:
+            raise ValueError(f"stream={stream} with dl_device=kDLCPU: the host has no stream; pass stream=None")
+        return HOST
+    if stream is None:  # "assume the legacy default stream": where the consumer is unknown, the host waits
+        return HOST if host_accessible else STREAM_LEGACY
+    if stream == STREAM_NO_SYNC:
+        return None
+    if stream == STREAM_AMBIGUOUS:
+        raise ValueError(
+            "stream=0 is forbidden by the DLPack protocol (it could mean either default stream): pass 1 for "
+            "the legacy default stream, 2 for the per-thread one, or the CUstream itself"
+        )
+    if not 0 < stream < MAX_STREAM:
+        raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
+    return stream
+
+
+# --- element types ------------------------------------------------------------------------------------------------
+def dl_data_type(dtype: np.dtype) -> DLDataType:
+    """The DLPack type of a numpy dtype (BufferError for one DLPack cannot describe)."""
+    if dtype.kind == "b":
+        return DLDataType(DLDataTypeCode.BOOL, _BITS_PER_BYTE, 1)  # one byte of storage per bool
+    code = _CODES.get(dtype.kind)
+    if code is None or dtype.fields is not None or dtype.subdtype is not None:
+        raise BufferError(f"dtype {dtype} has no DLPack type (only bool, integers, floats and complex numbers do)")
+    if not dtype.isnative:
+        raise BufferError(f"dtype {dtype} is not in this machine's byte order; DLPack data always is")
+    return DLDataType(code, dtype.itemsize * _BITS_PER_BYTE, 1)
+
+
+# --- the registry: every export not yet given back --------------------------------------------------------------
+class _Export:
+    """One export: the struct C code reads, the buffer and loan it keeps, and (until consumed) the capsule."""
+
+    __slots__ = ("buffer", "capsule", "extents", "loan", "names", "struct")
+
+    def end(self) -> None:
+        loan, self.loan = self.loan, None
+        self.buffer = self.capsule = None
+        if loan is not None:
+            loan.end()
+
+
+_exports: dict[int, _Export] = {}  # struct address -> export
+
+
+def _make_deleter(exports: dict[int, _Export]) -> Callable[[int | None], None]:
+    # The thunk outlives this module's globals at exit, so the body reaches nothing through them.
+    def deleter(address: int | None) -> None:
+        with contextlib.suppress(Exception):  # a C caller cannot take an exception
+            entry = exports.pop(address or 0, None)
+            if entry is not None:
+                entry.end()
+
+    return deleter
+
+
+_DELETER = immortal(DELETER(_make_deleter(_exports)))
+_DELETER_ADDRESS: int = ctypes.cast(_DELETER, c_void_p).value or 0
+
+
+def _capsule_refs(entry: _Export) -> int:
+    return sys.getrefcount(entry.capsule)
+
+
+def _orphan_refs() -> int:
+    """What :func:`_capsule_refs` says when only the registry holds the capsule (measured, not assumed:
+    how many references a call adds differs between Python versions)."""
+    probe = _Export()
+    probe.capsule = object()
+    return _capsule_refs(probe)
+
+
+_ORPHAN_REFS = _orphan_refs()
+
+
+def sweep() -> int:
+    """End the exports whose capsules were dropped without being consumed; returns how many."""
+    ended = 0
+    for address in list(_exports):
+        entry = _exports.get(address)
+        if entry is None or entry.capsule is None:
+            continue
+        # References first: when nobody else holds the capsule, nobody can rename it any more.
+        if _capsule_refs(entry) > _ORPHAN_REFS:
+            continue
+        if not capsule_is_valid(entry.capsule, entry.names.unused):
+            entry.capsule = None  # consumed, then dropped: the consumer holds the struct and will call the deleter
+            continue
+        if _exports.pop(address, None) is entry:
+            entry.end()
+            ended += 1
+    return ended
+
+
+def outstanding() -> int:
+    """How many exports have not been given back yet (consumed ones whose deleter has not run, and capsules
+    not yet swept)."""
+    return len(_exports)
+
+
+def _sweep_after_collection(phase: str, info: dict[str, int]) -> None:
+    if phase == "stop" and _exports:
+        sweep()
+
+
+gc.callbacks.append(_sweep_after_collection)
+
+
+# --- the methods every rawcuda buffer shares ------------------------------------------------------------------
+class Exportable:
+    """``__dlpack__`` and ``__dlpack_device__`` for a rawcuda buffer, which provides ``ptr``, ``shape``,
+    ``dtype``, ``context``, ``pending``, ``lend()`` and ``check_open()``, and names its memory's kind in
+    ``dlpack_device_type``."""
+
+    dlpack_device_type: DLDeviceType = DLDeviceType.CUDA
+
+    def __dlpack_device__(self: Any) -> tuple[DLDeviceType, int]:
+        """``(kDLCUDA, device ordinal)``; ``(kDLCUDAManaged, 0)`` or ``(kDLCUDAHost, 0)`` for managed or pinned
+        memory, whose device id dlpack.h says is 0."""
+        kind = self.dlpack_device_type
+        return kind, self.context.device.ordinal if kind == DLDeviceType.CUDA else 0
+
+    def __dlpack__(
+        self: Any, *, stream: int | None = None, max_version: Any = None, dl_device: Any = None, copy: Any = None
+    ) -> Any:
+        """A DLPack capsule over this memory, without a copy: ``stream`` is the consumer's, made to wait for async
+        rawcuda work still pending here, and the memory stays until the consumer's deleter runs."""
+        self.check_open()
+        kind, ordinal = self.__dlpack_device__()
+        return export(
+            self,
+            kind,
+            ordinal,
+            stream=stream,
+            max_version=max_version,
+            dl_device=dl_device,
+            copy=copy,
+            host_wait=self.dlpack_host_wait(),
+        )
+
+    def dlpack_host_wait(self) -> Callable[[], None] | None:
+        """How the host waits before it reads this memory itself; None when it cannot read it (device memory)."""
+        return None
+
+
+def is_device_array(obj: Any) -> bool:
+    """True for another library's GPU array (CUDA Array Interface, or DLPack on a CUDA device); False for host
+    memory -- pinned and managed buffers too, whose ``.array`` is the host's view."""
+    if isinstance(getattr(obj, "array", None), np.ndarray):
+        return False
+    if hasattr(obj, "__cuda_array_interface__"):
+        return True
+    device = getattr(obj, "__dlpack_device__", None)
+    if device is None:
+        return False
+    try:
+        kind = device()[0]
+    except Exception:  # the producer's own failure: np.asarray will report on the object
+        return False
+    return kind in (DLDeviceType.CUDA, DLDeviceType.CUDA_MANAGED)
+
+
+# --- making the capsule -----------------------------------------------------------------------------------------
+def export(
+    memory: Any,
+    kind: DLDeviceType,
+    ordinal: int,
+    *,
+    stream: Any = None,
+    max_version: Any = None,
+    dl_device: Any = None,
+    copy: Any = None,
+    host_wait: Callable[[], None] | None = None,
+) -> Any:
+    """The body of every rawcuda ``__dlpack__``: a capsule over ``memory`` (``ptr``, ``shape``, ``dtype``,
+    ``context``, ``pending``, ``lend()``). ``host_wait``, for memory the host can read, makes it safe to."""
+    plan = negotiate(
+        kind,
+        ordinal,
+        stream=stream,
+        max_version=max_version,
+        dl_device=dl_device,
+        copy=copy,
+        host_accessible=host_wait is not None,
+    )
+    dtype = dl_data_type(memory.dtype)  # (refusals before anything waits or is lent)
+    sweep()
+    if plan.sync == HOST:
+        if host_wait is not None:
+            host_wait()
+    elif isinstance(plan.sync, int):
+        memory.pending.order_before(plan.sync)
+    entry = _Export()
+    entry.buffer, entry.loan, entry.capsule = memory, memory.lend(), None
+    try:
+        return _publish(entry, memory.ptr, memory.shape, dtype, plan)
+    except BaseException:
+        entry.end()
+        raise
+
+
+def _publish(entry: _Export, ptr: int, shape: tuple[int, ...], dtype: DLDataType, plan: Plan) -> Any:
+    ndim = len(shape)
+    strides = [math.prod(shape[i + 1 :]) for i in range(ndim)]  # C order, counted in elements
+    entry.extents = (c_int64 * (2 * ndim))(*shape, *strides)  # one array: the shape, then the strides
+    base = ctypes.addressof(entry.extents)
+    tensor = DLTensor(
+        data=ptr or None,  # NULL for an empty tensor
+        device=DLDevice(*plan.device),
+        ndim=ndim,
+        dtype=dtype,
+        shape=ctypes.cast(base, POINTER(c_int64)) if ndim else None,
+        strides=ctypes.cast(base + ndim * ctypes.sizeof(c_int64), POINTER(c_int64)) if ndim else None,
+        byte_offset=0,
+    )
+    names: CapsuleNames
+    if plan.versioned:
+        version = DLPackVersion(*DLPACK_VERSION)
+        entry.struct = DLManagedTensorVersioned(version, None, _DELETER_ADDRESS, 0, tensor)  # flags: writable
+        names = VERSIONED_NAMES
+    else:
+        entry.struct = DLManagedTensor(tensor, None, _DELETER_ADDRESS)
+        names = LEGACY_NAMES
+    entry.names = names
+    address = ctypes.addressof(entry.struct)
+    _exports[address] = entry
+    try:
+        capsule = capsule_new(address, names.unused, None)  # no destructor: see the module docstring
+    except BaseException:
+        _exports.pop(address, None)
+        raise
+    entry.capsule = capsule  # (held by this frame too, until the caller has it: no sweep can see an orphan)
+    return capsule
+
+
+__all__ = [
+    "HOST",
+    "Exportable",
+    "Plan",
+    "dl_data_type",
+    "export",
+    "is_device_array",
+    "negotiate",
+    "outstanding",
+    "sweep",
+]
