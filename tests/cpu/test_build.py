@@ -17,6 +17,7 @@ import pytest
 
 from rawcuda import kernels, ptx
 from rawcuda.checked.errors import RawCudaError
+from rawcuda.sgemm import KERNELS as SGEMM_KERNELS
 from rawcuda.tools import kernelbuild
 from rawcuda.tools import nvcc as nvcc_tool
 from rawcuda.tools.nvcc import BuildOptions, Compiler, KernelBuildError
@@ -32,6 +33,7 @@ CONTRACT = {
     "matmul": {"matmul": ["u64", "u64", "u64", "u64", "u64", "u64"]},
     "reduce": {"warp_reduce_sum": ["u64", "u64", "u64"]},
     "saxpy": {"saxpy": ["u64", "f32", "u64", "u64"]},
+    "sgemm": {name: ["u64"] * 6 for name in SGEMM_KERNELS},  # (C, A, B, M, N, K), like matmul
     "spin": {"spin": ["u64"]},
     "transpose": {"transpose_naive": ["u64", "u64", "u64", "u64"], "transpose_padded": ["u64", "u64", "u64", "u64"]},
     "vector_add": {"vector_add": ["u64", "u64", "u64", "u64"]},
