@@ -162,6 +162,7 @@ __device__ __forceinline__ void tiled(float *__restrict__ C, const float *__rest
             }
         };
 
+        // [pipeline]
         fetch(0);
         stash(0);
         __syncthreads();
@@ -197,6 +198,7 @@ __device__ __forceinline__ void tiled(float *__restrict__ C, const float *__rest
             }
             __syncthreads();  // the stage just written is complete; the one just read may be overwritten
         }
+        // [end pipeline]
 
         // Registers -> C: a thread's 4 x 4 blocks, row by row; a float4 per row and block when VECTOR.
 #pragma unroll

@@ -1,4 +1,4 @@
-"""CPU checks of the learning path's tutorials 05-08: present, documented, built on the shared frame.
+"""CPU checks of the learning path's tutorials 05-08 and 14: present, documented, built on the shared frame.
 
 tests/cpu/test_tutorials.py runs every tutorial end to end (exit 0 on a GPU host). These checks are the part
 that means something on a machine without a GPU: each file exists, explains itself in a module docstring,
@@ -16,7 +16,13 @@ import pytest
 from tests.helpers import EXIT_NO_GPU, ROOT, gpu_unavailable_reason, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
-NEW_TUTORIALS = ["05_errors.py", "06_streams_events.py", "07_lifetimes.py", "08_when_not_to_use_the_gpu.py"]
+NEW_TUTORIALS = [
+    "05_errors.py",
+    "06_streams_events.py",
+    "07_lifetimes.py",
+    "08_when_not_to_use_the_gpu.py",
+    "14_sgemm_progression.py",
+]
 TIMEOUT_S = 120
 ENTER_PRESSES = "\n" * 100  # more than any tutorial has steps: --step reads one line per step
 
