@@ -1,12 +1,14 @@
 """The SGEMM progression of kernels/sgemm.cu, measured: every step and every tuning configuration next to
-torch.matmul (cuBLAS) in fp32 with TF32 off, in one run (about 2 minutes on an H200).
+torch.matmul (cuBLAS) in fp32 with TF32 off, in one run (about 2 minutes on an H200); the TF32 tensor-core
+step (09) next to torch.matmul with TF32 on.
 
 For each shape -- SQUARE (4096^3) and TALL (a tall, skinny product) -- every kernel of rawcuda.sgemm.KERNELS
 runs once into a NaN-poisoned C and is verified against numpy's float64 product, every element within the
-K-term dot-product bound K * eps * (|A| @ |B|) (eps = 2^-23), before it is timed. torch.matmul is verified
-the same way (which also shows TF32 really was off: TF32 rounds inputs to 10-bit mantissas, far past the
-bound). Times are CUDA events around one launch on the legacy default stream: WARMUP launches, then the
-median of at least MIN_REPS and about TARGET_S seconds of launches. TFLOP/s = 2 M N K / time. The kernel
+K-term dot-product bound K * eps * (|A| @ |B|) (eps = 2^-23; the TF32 step and torch with TF32: (2^-9 + 2 K
+eps) * (|A| @ |B|), rawcuda.sgemm's error_bound), before it is timed. torch.matmul is verified the same way
+(which also shows TF32 really was off: TF32 rounds inputs to 10-bit mantissas, far past the fp32 bound).
+Times are CUDA events around one launch on the legacy default stream: WARMUP launches, then the median of
+at least MIN_REPS and about TARGET_S seconds of launches. TFLOP/s = 2 M N K / time. The kernel
 that kernels/matmul.cu shipped before (ops.matmul until issue 15) is measured as well, for the record.
 
 Writes <date>-<gpu>-sgemm.json and .md to --out (default bench/results), and a .png when matplotlib is
@@ -52,6 +54,8 @@ NAN = np.float32(np.nan)
 PREVIOUS = ("matmul", "matmul")  # kernels/matmul.cu: ops.matmul's kernel before issue 15 (block 16 x 16)
 PREVIOUS_TILE, PREVIOUS_BLOCK = 64, (16, 16)
 EXIT_OK, EXIT_FAILED, EXIT_NO_GPU = 0, 1, 77
+TF32_STEP = sgemm.KERNELS["sgemm_09_tf32"]  # the stretch step: compared with torch's TF32 matmul
+TF32_KINDS = ("tf32", "peer-tf32")
 
 
 def gpu_ms(work: Callable[[], object]) -> float:
@@ -78,20 +82,20 @@ def gpu_ms(work: Callable[[], object]) -> float:
 
 
 class Problem:
-    """One shape: random A and B on the device, the float64 product and its error bound on the host."""
+    """One shape: random A and B on the device, the float64 product and |A| @ |B| on the host."""
 
     def __init__(self, m: int, n: int, k: int, rng: np.random.Generator) -> None:
         self.m, self.n, self.k = m, n, k
         a, b = rng.standard_normal((m, k), dtype=np.float32), rng.standard_normal((k, n), dtype=np.float32)
         a64, b64 = a.astype(np.float64), b.astype(np.float64)
         self.expected = a64 @ b64
-        self.bound = k * EPS32 * (np.abs(a64) @ np.abs(b64)) + 1e-30
+        self.magnitude = np.abs(a64) @ np.abs(b64)  # the bound is a kernel's error_bound(K) times this
         self.a, self.b, self.c = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty((m, n))
         self.flops = 2 * m * n * k
 
-    def error_ratio(self, got: np.ndarray) -> float:
-        """max |got - expected| / bound over every element (<= 1 passes; NaN, an unwritten element, fails)."""
-        ratio = np.abs(got.astype(np.float64) - self.expected) / self.bound
+    def error_ratio(self, got: np.ndarray, unit: float) -> float:
+        """max |got - expected| / (unit * |A| @ |B|) over every element (<= 1 passes; NaN, unwritten, fails)."""
+        ratio = np.abs(got.astype(np.float64) - self.expected) / (unit * self.magnitude + 1e-30)
         return float("inf") if np.isnan(ratio).any() else float(ratio.max())
 
     def close(self) -> None:
@@ -99,15 +103,17 @@ class Problem:
             buf.close()
 
 
-def measure(problem: Problem, run: Callable[[], object]) -> dict[str, Any]:
-    """Verify one ``run()`` (which writes problem.c) into a poisoned C, then time it."""
+def measure(problem: Problem, run: Callable[[], object], unit: float) -> dict[str, Any]:
+    """Verify one ``run()`` (which writes problem.c) into a poisoned C within ``unit``, then time it."""
     problem.c.fill(NAN)
     run()
-    ratio = problem.error_ratio(problem.c.to_array())
+    ratio = problem.error_ratio(problem.c.to_array(), unit)
     if not ratio <= 1.0:
         return {"verified": False, "error_ratio": ratio}
     ms = gpu_ms(run)
-    return {"verified": True, "error_ratio": ratio, "ms": ms, "tflops": problem.flops / ms / 1e9}
+    # relative_error: max |C - A @ B| / (|A| @ |B|) -- the accuracy itself, where error_ratio is its share of the bound
+    found = {"verified": True, "error_ratio": ratio, "relative_error": ratio * unit}
+    return {**found, "ms": ms, "tflops": problem.flops / ms / 1e9}
 
 
 def kernel_facts(name: str) -> dict[str, int]:
@@ -122,18 +128,22 @@ def kernel_facts(name: str) -> dict[str, int]:
     }
 
 
-def torch_peer(problem: Problem) -> tuple[dict[str, Any], str]:
-    """torch.matmul on the same device memory, fp32 with TF32 off; (row, torch version) or (why not, "")."""
+def torch_peer(problem: Problem, tf32: bool) -> tuple[dict[str, Any], str]:
+    """torch.matmul on the same device memory, TF32 off (or on); (row, torch version) or (why not, "")."""
     try:
         import torch
     except ImportError as exc:
         return {"verified": False, "error": f"torch not importable: {exc}"}, ""
-    torch.backends.cuda.matmul.allow_tf32 = False  # plain fp32 FMAs, like ours
-    torch.set_float32_matmul_precision("highest")
+    torch.backends.cuda.matmul.allow_tf32 = tf32  # off: plain fp32 FMAs, like the fp32 kernels
+    torch.set_float32_matmul_precision("high" if tf32 else "highest")
     ta, tb = torch.as_tensor(problem.a, device="cuda"), torch.as_tensor(problem.b, device="cuda")
     tc = torch.as_tensor(problem.c, device="cuda")
-    row = measure(problem, lambda: torch.matmul(ta, tb, out=tc))
-    return row, torch.__version__
+    unit = TF32_STEP.error_bound(problem.k) if tf32 else problem.k * EPS32
+    try:
+        return measure(problem, lambda: torch.matmul(ta, tb, out=tc), unit), torch.__version__
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+        torch.set_float32_matmul_precision("highest")
 
 
 def previous_kernel(problem: Problem) -> dict[str, Any]:
@@ -142,7 +152,7 @@ def previous_kernel(problem: Problem) -> dict[str, Any]:
     m, n, k = problem.m, problem.n, problem.k
     grid = (-(-n // PREVIOUS_TILE), min(-(-m // PREVIOUS_TILE), sgemm.MAX_GRID_Y))
     p = problem
-    return measure(p, lambda: fn.launch(grid, PREVIOUS_BLOCK, p.c, p.a, p.b, m, n, k))
+    return measure(p, lambda: fn.launch(grid, PREVIOUS_BLOCK, p.c, p.a, p.b, m, n, k), k * EPS32)
 
 
 def launcher(p: Problem, name: str) -> Callable[[], None]:
@@ -152,31 +162,36 @@ def launcher(p: Problem, name: str) -> Callable[[], None]:
 def run_shape(label: str, problem: Problem) -> list[dict[str, Any]]:
     rows: list[dict[str, Any]] = []
     shape = f"{problem.m}x{problem.n}x{problem.k}"
-    peer, version = torch_peer(problem)
+    peer, version = torch_peer(problem, tf32=False)
     rows.append({"kind": "peer", "kernel": "torch.matmul", "summary": f"cuBLAS via torch {version}, TF32 off", **peer})
     print(f"{label} {shape}: torch.matmul {peer.get('tflops', float('nan')):.1f} TFLOP/s", flush=True)
     rows.append({"kind": "previous", "kernel": "matmul (kernels/matmul.cu)", "summary": "ops.matmul before issue 15"})
     rows[-1].update(previous_kernel(problem))
-    groups = (("step", sgemm.STEPS), ("tune", sgemm.TUNE), ("any", sgemm.ANY))
+    fp32_steps = tuple(s for s in sgemm.STEPS if not s.tf32)
+    groups = (("step", fp32_steps), ("tune", sgemm.TUNE), ("any", sgemm.ANY), ("tf32", (TF32_STEP,)))
     for kind, specs in groups:
         for spec in specs:
-            row = measure(problem, launcher(problem, spec.name))
+            row = measure(problem, launcher(problem, spec.name), spec.error_bound(problem.k))
             rows.append({"kind": kind, "kernel": spec.name, "summary": spec.summary, **row})
             result = (
                 f"{row['tflops']:.2f} TFLOP/s" if row["verified"] else f"FAILED (error {row['error_ratio']:.3g}x bound)"
             )
             print(f"{label} {shape}: {spec.name}: {result}", flush=True)
+    peer, version = torch_peer(problem, tf32=True)
+    rows.append({"kind": "peer-tf32", "kernel": "torch.matmul (TF32)", "summary": "cuBLAS, allow_tf32", **peer})
+    print(f"{label} {shape}: torch.matmul with TF32 {peer.get('tflops', float('nan')):.1f} TFLOP/s", flush=True)
     for row in rows:
         row["shape"] = label
     return share_of_peer(rows)
 
 
 def share_of_peer(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """Each timed row's ``of_peer``: its TFLOP/s over torch's at the same shape."""
-    peers = {r["shape"]: r.get("tflops") for r in rows if r["kind"] == "peer"}
+    """Each timed row's ``of_peer``: its TFLOP/s over torch's at the same shape and precision."""
+    peers = {(r["shape"], r["kind"]): r.get("tflops") for r in rows if r["kind"].startswith("peer")}
     for row in rows:
-        if peers.get(row["shape"]) and row.get("tflops"):
-            row["of_peer"] = row["tflops"] / peers[row["shape"]]
+        peer = peers.get((row["shape"], "peer-tf32" if row["kind"] in TF32_KINDS else "peer"))
+        if peer and row.get("tflops"):
+            row["of_peer"] = row["tflops"] / peer
     return rows
 
 
@@ -197,7 +212,14 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
         ratio = top["tflops"] / peer["tflops"]
         numbers = f"{top['kernel']}: {top['tflops']:.1f} vs {peer['tflops']:.1f} TFLOP/s ({ratio:.0%})"
         found.append((f"best fp32 SGEMM >= 80% of torch.matmul ({label})", ratio >= TARGET_OF_PEER, numbers))
-    failed = [f"{r['kernel']} ({r['shape']})" for r in rows if not r.get("verified")]
+    for label in SHAPES:
+        tc = next((r for r in rows if r["shape"] == label and r["kind"] == "tf32" and r.get("tflops")), None)
+        peer = next((r for r in rows if r["shape"] == label and r["kind"] == "peer-tf32"), {})
+        if tc:
+            against = f" vs torch TF32 {peer['tflops']:.1f} ({tc['of_peer']:.0%})" if peer.get("tflops") else ""
+            numbers = f"{tc['tflops']:.1f} TFLOP/s{against}; max error {tc['relative_error']:.2g} x (|A|@|B|)"
+            found.append((f"stretch: TF32 tensor-core step ({label}), no target", None, numbers))
+    failed = [f"{r['kernel']} ({r['shape']})" for r in rows if not r.get("verified") and "error_ratio" in r]
     found.append(("every kernel verified against float64 numpy", not failed, ", ".join(failed) or "all passed"))
     return found
 
@@ -207,8 +229,10 @@ def markdown(data: dict[str, Any]) -> str:
     lines = [
         f"# SGEMM progression — {meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}",
         "",
-        f"fp32, row-major C = A @ B; torch {meta['torch'] or 'not installed'} with TF32 off as the peer. Error: "
-        "max |C - A@B| over the bound K·eps·(|A|@|B|) (≤ 1 passes). Timing: CUDA events, median.",
+        f"fp32, row-major C = A @ B; torch {meta['torch'] or 'not installed'} with TF32 off as the peer (with TF32 "
+        "on for the TF32 step). error/bound: max |C - A@B| over the kernel's bound, K·eps·(|A|@|B|) for fp32, "
+        "(2^-9 + 2K·eps)·(|A|@|B|) for TF32 (≤ 1 passes); rel. error: max |C - A@B| / (|A|@|B|). "
+        "Timing: CUDA events, median.",
         "",
         "| target | met | numbers |",
         "|---|---|---|",
@@ -219,14 +243,15 @@ def markdown(data: dict[str, Any]) -> str:
             "",
             f"## {label}: M={m}, N={n}, K={k}",
             "",
-            "| kernel | what it does | TFLOP/s | of torch | error/bound | regs | spill B | blocks/SM |",
-            "|---|---|---:|---:|---:|---:|---:|---:|",
+            "| kernel | what it does | TFLOP/s | of torch | error/bound | rel. error | regs | spill B | blocks/SM |",
+            "|---|---|---:|---:|---:|---:|---:|---:|---:|",
         ]
         for r in (r for r in data["rows"] if r["shape"] == label):
             facts = data["facts"].get(r["kernel"], {})
             speed = f"{r['tflops']:.2f}" if r.get("tflops") else ("FAILED" if "error_ratio" in r else "—")
             share = f"{r['of_peer']:.0%}" if r.get("of_peer") else ""
             error = f"{r['error_ratio']:.3f}" if "error_ratio" in r else r.get("error", "")
+            error += f" | {r['relative_error']:.2g}" if "relative_error" in r else " |"
             cells = [facts.get(key, "") for key in ("registers", "local_bytes", "blocks_per_sm")]
             lines.append(
                 f"| {r['kernel']} | {r['summary']} | {speed} | {share} | {error} | "
@@ -251,8 +276,8 @@ def plot(data: dict[str, Any], path: Path) -> str:
     labels = list(data["shapes"])
     fig, axes = plt.subplots(1, len(labels), figsize=(7 * len(labels), 8), squeeze=False)
     for ax, label in zip(axes[0], labels, strict=True):
-        rows = [r for r in data["rows"] if r["shape"] == label and r["kind"] != "peer"]
         colors = {"previous": "tab:gray", "step": "tab:blue", "tune": "tab:green", "any": "tab:olive"}
+        rows = [r for r in data["rows"] if r["shape"] == label and r["kind"] in colors]  # fp32 only: TF32 is faster
         ax.barh(
             [r["kernel"] for r in rows], [r.get("tflops") or 0 for r in rows], color=[colors[r["kind"]] for r in rows]
         )
@@ -322,7 +347,7 @@ def main() -> int:
     print(plot(data, args.out / f"{stem}.png"))
     print(markdown(data))
     print(f"sgemm bench: {data['meta']['seconds']} s; wrote {args.out / stem}.json, .md")
-    return EXIT_OK if all(r.get("verified") for r in rows) else EXIT_FAILED
+    return EXIT_OK if all(r.get("verified") for r in rows if "error_ratio" in r) else EXIT_FAILED
 
 
 if __name__ == "__main__":

@@ -23,14 +23,17 @@
 //                  without bank conflicts; the transposed A tile padded so its stores are conflict-free
 //   08 double      two shared stages, next tile's loads in flight during the arithmetic, one barrier per
 //      buffer      K-step (kernels/sgemm_tile.cuh, a template; sgemm_tune_* are its configurations)
+//   09 tf32        tensor cores: mma.sync on TF32 inputs (10-bit mantissas), fp32 sums -- not fp32 any more,
+//                  so measured against torch.matmul with TF32 allowed, and checked with a TF32 bound
 //
-// Steps 06, 07, 08 and sgemm_tune_* move float4s: they need 16-byte aligned A, B, C and N, K multiples of 4
+// Steps 06 to 09 and sgemm_tune_* move float4s: they need 16-byte aligned A, B, C and N, K multiples of 4
 // (rawcuda/sgemm.py refuses other inputs for them). sgemm_any_* are the any-input twins of the tuned
 // kernels (single-float loads and stores, each checked), which rawcuda.ops uses for everything else.
 //
 // The markers "// [step NN]" and "// [end NN]" delimit each step for the tutorial, which prints them.
 
 #include <cstddef>
+#include <cstdint>
 
 #include "sgemm_tile.cuh"
 
@@ -412,6 +415,162 @@ sgemm_07_warptile(float *__restrict__ C, const float *__restrict__ A, const floa
 // so their latency hides behind the FMAs, and one barrier per K-step replaces two.
 SGEMM_KERNEL_AS(sgemm_08_double_buffer, true, 128, 128, 8, 32, 64, 8, 8, 2)
 // [end 08]
+
+// [step 09]
+// Tensor cores, TF32. Not an fp32 kernel: mma.sync.aligned.m16n8k8 multiplies a 16 x 8 tile of A by an 8 x 8
+// tile of B in one warp-wide instruction, on TF32 inputs -- fp32's 8-bit exponent with 10 mantissa bits
+// instead of 23 -- accumulating in fp32. Each input is rounded once, when it is staged in shared memory
+// (cvt.rna.tf32.f32), so a product carries a relative error up to ~2^-10 where fp32's is 2^-24: what
+// torch.matmul gives with allow_tf32 = True. The structure is step 08's: 128 x 128 block tiles, two
+// shared stages, the next K-step's loads in flight during the arithmetic; 8 warps each own a 64 x 32 warp
+// tile, 4 x 4 mma tiles of 16 x 8. The PTX ISA fixes which lane holds what (g = lane / 4, t = lane % 4):
+// A's a0..a3 are A[g][t], A[g+8][t], A[g][t+4], A[g+8][t+4]; B's b0, b1 are B[t][g], B[t+4][g]; the four
+// results are D[g][2t], D[g][2t+1], D[g+8][2t], D[g+8][2t+1]. A is kept m-major (As[m][k]) and B k-major
+// (Bs[k][n]); their row pitches, 20 and 136 floats, put the 32 lanes of every fragment read in 32 different
+// banks (g * 20 + t and t * 136 + g, mod 32). Needs what the float4 kernels need.
+constexpr int TC_BM = 128, TC_BN = 128, TC_BK = 16;
+constexpr int TC_WM = 64, TC_WN = 32;                      // warp tile
+constexpr int TC_MMA_M = 16, TC_MMA_N = 8, TC_MMA_K = 8;   // one mma.sync.m16n8k8
+constexpr int TC_WARPS_N = TC_BN / TC_WN;                  // 4 (and 2 along M)
+constexpr int TC_THREADS = (TC_BM / TC_WM) * TC_WARPS_N * 32;  // 256
+constexpr int TC_TILES_M = TC_WM / TC_MMA_M, TC_TILES_N = TC_WN / TC_MMA_N;  // 4 x 4 mma tiles per warp
+constexpr int TC_A_STRIDE = TC_BK + 4;  // As[m][k]: 20 floats per row (16-byte aligned rows, see above)
+constexpr int TC_B_STRIDE = TC_BN + 8;  // Bs[k][n]: 136 floats per row
+constexpr int TC_A_LOADS = TC_BM * TC_BK / 4 / TC_THREADS;  // float4s per thread per K-step: 2
+constexpr int TC_B_LOADS = TC_BK * TC_BN / 4 / TC_THREADS;  // 2
+constexpr int TC_MIN_BLOCKS = 2;
+static_assert(TC_A_LOADS * 4 * TC_THREADS == TC_BM * TC_BK && TC_B_LOADS * 4 * TC_THREADS == TC_BK * TC_BN, "");
+static_assert(TC_TILES_M * TC_MMA_M == TC_WM && TC_TILES_N * TC_MMA_N == TC_WN && TC_BK % TC_MMA_K == 0, "");
+
+__device__ __forceinline__ uint32_t to_tf32(float x)
+{
+#ifdef __CUDA_ARCH__
+    uint32_t r;
+    asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+    return r;
+#else
+    return emulated_cvt_rna_tf32(x);  // tests/kernels/cuda_on_cpu.h (the CPU test)
+#endif
+}
+
+// d += a (16 x 8) @ b (8 x 8), one warp: each lane holds 4 values of a, 2 of b and 4 of d.
+__device__ __forceinline__ void mma_tf32(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2])
+{
+#ifdef __CUDA_ARCH__
+    asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0, %1, %2, %3}, {%4, %5, %6, %7}, {%8, %9}, "
+        "{%0, %1, %2, %3};"
+        : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#else
+    emulated_mma_m16n8k8_tf32(d, a, b);
+#endif
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, TC_MIN_BLOCKS)
+sgemm_09_tf32(float *__restrict__ C, const float *__restrict__ A, const float *__restrict__ B, size_t M, size_t N,
+              size_t K)
+{
+    __shared__ __align__(16) uint32_t As[2][TC_BM][TC_A_STRIDE];  // TF32 bits, m-major
+    __shared__ __align__(16) uint32_t Bs[2][TC_BK][TC_B_STRIDE];  // TF32 bits, k-major
+    const int tid = threadIdx.x, warp = tid / 32, lane = tid % 32;
+    const int g = lane / 4, t = lane % 4;
+    const int warp_row = (warp / TC_WARPS_N) * TC_WM, warp_col = (warp % TC_WARPS_N) * TC_WN;
+    const int a_row = tid / (TC_BK / 4), a_k = (tid % (TC_BK / 4)) * 4;  // one float4: 4 k of a row of A
+    const int b_row = tid / (TC_BN / 4), b_col = (tid % (TC_BN / 4)) * 4;
+    constexpr int A_ROWS_PER_LOAD = TC_THREADS / (TC_BK / 4), B_ROWS_PER_LOAD = TC_THREADS / (TC_BN / 4);
+    const size_t col0 = static_cast<size_t>(blockIdx.x) * TC_BN;
+    const size_t k_steps = (K + TC_BK - 1) / TC_BK;
+    const float4 zero = make_float4(0.0f, 0.0f, 0.0f, 0.0f);
+    for (size_t row0 = static_cast<size_t>(blockIdx.y) * TC_BM; row0 < M;
+         row0 += static_cast<size_t>(gridDim.y) * TC_BM) {
+        float acc[TC_TILES_M][TC_TILES_N][4] = {};
+        float4 ra[TC_A_LOADS], rb[TC_B_LOADS];
+        auto fetch = [&](size_t k0) {
+#pragma unroll
+            for (int l = 0; l < TC_A_LOADS; ++l) {
+                const size_t row = row0 + a_row + l * A_ROWS_PER_LOAD, k = k0 + a_k;
+                ra[l] = (row < M && k < K) ? __ldg(reinterpret_cast<const float4 *>(A + row * K + k)) : zero;
+            }
+#pragma unroll
+            for (int l = 0; l < TC_B_LOADS; ++l) {
+                const size_t k = k0 + b_row + l * B_ROWS_PER_LOAD, col = col0 + b_col;
+                rb[l] = (k < K && col < N) ? __ldg(reinterpret_cast<const float4 *>(B + k * N + col)) : zero;
+            }
+        };
+        auto stash = [&](int s) {  // rounded to TF32 once, here, not at every use
+#pragma unroll
+            for (int l = 0; l < TC_A_LOADS; ++l) {
+                *reinterpret_cast<uint4 *>(&As[s][a_row + l * A_ROWS_PER_LOAD][a_k]) =
+                    make_uint4(to_tf32(ra[l].x), to_tf32(ra[l].y), to_tf32(ra[l].z), to_tf32(ra[l].w));
+            }
+#pragma unroll
+            for (int l = 0; l < TC_B_LOADS; ++l) {
+                *reinterpret_cast<uint4 *>(&Bs[s][b_row + l * B_ROWS_PER_LOAD][b_col]) =
+                    make_uint4(to_tf32(rb[l].x), to_tf32(rb[l].y), to_tf32(rb[l].z), to_tf32(rb[l].w));
+            }
+        };
+        fetch(0);
+        stash(0);
+        __syncthreads();
+        for (size_t step = 0; step < k_steps; ++step) {
+            const int s = static_cast<int>(step & 1);
+            const bool more = step + 1 < k_steps;
+            if (more) {
+                fetch((step + 1) * TC_BK);
+            }
+#pragma unroll
+            for (int kk = 0; kk < TC_BK; kk += TC_MMA_K) {
+                uint32_t af[TC_TILES_M][4], bf[TC_TILES_N][2];
+#pragma unroll
+                for (int i = 0; i < TC_TILES_M; ++i) {
+                    const int r = warp_row + i * TC_MMA_M + g;
+                    af[i][0] = As[s][r][kk + t];
+                    af[i][1] = As[s][r + 8][kk + t];
+                    af[i][2] = As[s][r][kk + t + 4];
+                    af[i][3] = As[s][r + 8][kk + t + 4];
+                }
+#pragma unroll
+                for (int j = 0; j < TC_TILES_N; ++j) {
+                    const int c = warp_col + j * TC_MMA_N + g;
+                    bf[j][0] = Bs[s][kk + t][c];
+                    bf[j][1] = Bs[s][kk + t + 4][c];
+                }
+#pragma unroll
+                for (int i = 0; i < TC_TILES_M; ++i) {
+#pragma unroll
+                    for (int j = 0; j < TC_TILES_N; ++j) {
+                        mma_tf32(acc[i][j], af[i], bf[j]);
+                    }
+                }
+            }
+            if (more) {
+                stash(s ^ 1);
+            }
+            __syncthreads();
+        }
+        // Each lane's results come in pairs of adjacent columns: one 8-byte store per pair (N even, so a
+        // pair is wholly inside C or wholly outside it).
+#pragma unroll
+        for (int i = 0; i < TC_TILES_M; ++i) {
+#pragma unroll
+            for (int half = 0; half < 2; ++half) {
+                const size_t row = row0 + warp_row + i * TC_MMA_M + g + 8 * half;
+                if (row >= M) {
+                    continue;
+                }
+#pragma unroll
+                for (int j = 0; j < TC_TILES_N; ++j) {
+                    const size_t col = col0 + warp_col + j * TC_MMA_N + 2 * t;
+                    if (col < N) {
+                        *reinterpret_cast<float2 *>(C + row * N + col) =
+                            make_float2(acc[i][j][2 * half], acc[i][j][2 * half + 1]);
+                    }
+                }
+            }
+        }
+    }
+}
+// [end 09]
 
 // The configurations one device run sweeps (bench/sgemm.py); rawcuda/sgemm.py lists the same names.
 // The last argument is the blocks per SM ptxas must leave room for (the register ceiling); what ptxas

@@ -27,7 +27,10 @@
 //   2. The A tile is stored transposed (As[k][m]): for one k, a thread's TM values of A are then
 //      contiguous, read as TM/4 float4s, like its TN values of B in Bs[k][n]. A_PAD floats per row shift
 //      the transposed store's rows by 16 banks (4 * (BM + 4) = 16 mod 32 for BM a multiple of 8), so the
-//      two halves of a warp's store (BK = 8: 16 rows at k and at k + 4) do not meet in a bank.
+//      two halves of a warp's store (BK = 8: 16 rows at k and at k + 4) do not meet in a bank. (With
+//      BK = 16 a warp's store spans four k-groups, and k and k + 8 still share banks: a 2-way conflict on
+//      stores that are a small part of the shared-memory traffic; no padding that is a multiple of 4 --
+//      what keeps the float4 reads aligned -- separates all four.)
 //   3. Warp tiling. A thread's TM x TN outputs are not one contiguous block but (TM/4) x (TN/4) blocks of
 //      4 x 4, one per strip of the warp tile: rows warp_row + i * (WM / (TM/4)) + lane_row + 0..3. Then
 //      for each float4 read, the lanes of a warp read consecutive 16-byte pieces of one shared row (lanes

@@ -177,7 +177,8 @@ def matmul(
     """c[M,N] = a[M,K] @ b[K,N] in float32 (row-major).
 
     ``kernel`` names an entry of :data:`rawcuda.sgemm.KERNELS` to run instead (a step of the progression in
-    kernels/sgemm.cu, or a tuning configuration); one that cannot take these buffers -- a float4 kernel
+    kernels/sgemm.cu, or a tuning configuration; ``sgemm_09_tf32`` computes on TF32 tensor cores, less
+    exactly than fp32 -- see its ``error_bound``); one that cannot take these buffers -- a float4 kernel
     given an unaligned view, or N or K not a multiple of 4 -- is refused with a ValueError saying why.
     """
     _f32(a, b, c)

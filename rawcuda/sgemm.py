@@ -23,6 +23,9 @@ the benchmark and the tutorial::
   wholly inside a matrix or wholly outside it. ``refusal()`` says why a kernel cannot take given inputs.
   Each tuned float4 kernel ``sgemm_tune_*`` has an any-input twin ``sgemm_any_*`` for the rest.
 * ``shared_bytes`` -- static shared memory per block (none of these kernels takes dynamic shared memory).
+* ``tf32`` -- step 09 multiplies on tensor cores with TF32 inputs: it is *not* an fp32 kernel, and
+  ``ops.matmul`` never picks it unless asked by name. ``error_bound`` says how far each kernel may be from
+  the exact product.
 
 The tuned kernels are named after their tiles, ``sgemm_tune_<BM>x<BN>x<BK>_<WM>x<WN>_<TM>x<TN>``: block
 tile, K-step, warp tile, thread tile (``kernels/sgemm_tile.cuh`` explains each). Which one ``ops.matmul``
@@ -43,6 +46,9 @@ MAX_GRID_X = 2**31 - 1  # CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X since compute capab
 MAX_GRID_Y = 65535
 TILED_A_PAD = 4  # kernels/sgemm_tile.cuh: A_PAD, extra floats per row of the transposed A tile
 TILED_STAGES = 2  # ... STAGES: the double buffer
+EPS32 = 2.0**-23  # float32's machine epsilon: twice its unit roundoff u = 2^-24
+TF32_INPUT_ERROR = 2.0**-9  # TF32 keeps 10 mantissa bits (u = 2^-11); a product of two rounded inputs is off
+#                           by up to 2u + u^2 relative to the exact one: 2^-9 is twice that, rounded up
 
 
 def _ceil(n: int, d: int) -> int:
@@ -59,6 +65,7 @@ class SgemmKernel:
     tile: tuple[int, int]  # (rows, columns) of C per block
     vector: bool  # float4 global loads and stores (aligned pointers, N and K multiples of 4)
     shared_bytes: int  # static shared memory per block
+    tf32: bool = False  # tensor cores on TF32 inputs, fp32 sums (step 09)
 
     @property
     def threads(self) -> int:
@@ -72,6 +79,19 @@ class SgemmKernel:
     def grid(self, m: int, n: int) -> tuple[int, int]:
         """(x, y) blocks for an M x N result: every column tile, and the row tiles up to gridDim.y's limit."""
         return max(1, _ceil(n, self.tile[1])), max(1, min(_ceil(m, self.tile[0]), MAX_GRID_Y))
+
+    def error_bound(self, k: int) -> float:
+        """The factor e with |C - A @ B| <= e * (|A| @ |B|), element by element, for a K-term product.
+
+        fp32 kernels: each output is a K-term dot product summed in float32 with fused multiply-adds, whose
+        rounding error is at most gamma_K = K u / (1 - K u) (u = 2^-24) times the sum of the terms'
+        magnitudes; K * eps32 = 2 K u covers it while K u <= 1/2 (K up to 2^23). tf32 (step 09): the inputs
+        are rounded to TF32 first (TF32_INPUT_ERROR per product), then summed in float32 inside and across
+        the tensor-core instructions, whose adders need not round to nearest: 2 K eps32 for those.
+        """
+        if self.tf32:
+            return TF32_INPUT_ERROR + 2 * k * EPS32
+        return k * EPS32
 
     def refusal(self, n: int, k: int, pointers: Iterable[int]) -> str | None:
         """Why this kernel cannot compute C[M,N] = A[M,K] @ B[K,N] at these addresses; None if it can."""
@@ -174,6 +194,15 @@ STEPS: tuple[SgemmKernel, ...] = (
         (STEP_08_TILES.bm, STEP_08_TILES.bn),
         True,
         STEP_08_TILES.shared_bytes,
+    ),
+    SgemmKernel(
+        "sgemm_09_tf32",
+        "tensor cores (mma.sync m16n8k8) on TF32 inputs, fp32 sums: not fp32",
+        (256, 1),
+        (128, 128),
+        True,
+        TILED_STAGES * (128 * (16 + 4) + 16 * (128 + 8)) * FLOAT_BYTES,
+        tf32=True,
     ),
 )
 

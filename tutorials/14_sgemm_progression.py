@@ -1,10 +1,11 @@
 """Tutorial 14 -- an fp32 matrix multiply (SGEMM), step by step from naive to double-buffered warp tiles.
 
-kernels/sgemm.cu writes C = A @ B eight times, each kernel changing one thing, and this tutorial walks them
+kernels/sgemm.cu writes C = A @ B nine times, each kernel changing one thing, and this tutorial walks them
 in order: for each step it prints the source (between the file's "// [step NN]" markers), what changed and
 why, what the compiler made of it (registers, spills, shared memory, blocks per SM), runs it on fresh
 random matrices, checks every element against numpy's float64 product, and times it with CUDA events --
-next to torch.matmul (cuBLAS, TF32 off) when torch is installed. The thread of the whole story is
+next to torch.matmul (cuBLAS, TF32 off) when torch is installed. The last step leaves fp32 for tensor cores
+on TF32 inputs, and says what that costs in accuracy. The thread of the whole story is
 arithmetic intensity: a GPU multiplies far faster than it loads, so each step makes every loaded value
 feed more multiply-adds, or makes the loads themselves cheaper. The full measurement (4096^3, a tall
 skinny shape, every tile configuration) is bench/sgemm.py; the launch table the steps share is
@@ -27,7 +28,7 @@ from rawcuda.context import default_context
 SIZE = 2048  # M = N = K: 17 GFLOP per product, a few ms for the later steps (the tutorial stays under ~30 s)
 ODD = 2047  # a size float4 kernels cannot take (rows that do not start on 16 bytes)
 REPS = 5  # timed launches per step (the median is shown)
-EPS32 = float(np.finfo(np.float32).eps)
+BAR = 50  # characters of the fastest row's bar in the summary
 ROOT = rawcuda.kernels.KERNEL_DIR.parent.parent
 SOURCES = ROOT / "kernels"
 
@@ -47,6 +48,9 @@ WHY = {
     "shared reads cover 128 consecutive bytes (no bank conflicts), and fewer distinct values per warp",
     "sgemm_08_double_buffer": "two shared stages: the next tile's global loads are in flight while this one is "
     "multiplied, and one barrier per K-step instead of two",
+    "sgemm_09_tf32": "a different machine: tensor cores multiply a 16 x 8 by 8 x 8 tile per warp instruction, on "
+    "inputs rounded to TF32 (10-bit mantissas). Much faster, and no longer fp32: its error bound is (2^-9 + 2K eps) "
+    "times |A| @ |B|, where fp32's is K eps -- compared here with torch.matmul with TF32 allowed",
 }
 
 
@@ -73,15 +77,18 @@ def timed_ms(work: object) -> float:
     return statistics.median(times)
 
 
-def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int) -> float | None:
-    """torch.matmul (cuBLAS) on the same memory, TF32 off; None without torch (it is optional here)."""
+def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int, tf32: bool) -> float | None:
+    """torch.matmul (cuBLAS) on the same memory, TF32 off (or on); None without torch (it is optional here)."""
     try:
         import torch
     except ImportError:
         return None
-    torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cuda.matmul.allow_tf32 = tf32
     ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
-    return flops / timed_ms(lambda: torch.matmul(ta, tb, out=tc)) / 1e9
+    try:
+        return flops / timed_ms(lambda: torch.matmul(ta, tb, out=tc)) / 1e9
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
 
 
 def main(t: Tutorial) -> None:
@@ -100,12 +107,18 @@ def main(t: Tutorial) -> None:
     a = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
     b = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
-    expected = a64 @ b64
-    bound = SIZE * EPS32 * (np.abs(a64) @ np.abs(b64))  # the K-term dot product's float32 error bound
-    t.say("every result is checked element by element: |C - A@B| <= K * eps * (|A| @ |B|), eps = 2^-23")
+    expected, magnitude = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    t.say(
+        "every result is checked element by element: |C - A@B| <= K * eps * (|A| @ |B|), eps = 2^-23, the bound "
+        "of a K-term float32 dot product (rawcuda.sgemm's error_bound, which also gives step 09's TF32 bound)"
+    )
     da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty((SIZE, SIZE))
-    peer = torch_tflops(da, db, dc, flops)
-    t.say(f"torch.matmul (cuBLAS, TF32 off): {peer:.1f} TFLOP/s" if peer else "torch is not installed: no peer")
+    peers = {tf32: torch_tflops(da, db, dc, flops, tf32) for tf32 in (False, True)}
+    t.say(
+        f"torch.matmul (cuBLAS): {peers[False]:.1f} TFLOP/s with TF32 off, {peers[True]:.1f} with TF32 on"
+        if peers[False] and peers[True]
+        else "torch is not installed: no peer"
+    )
 
     speeds: dict[str, float] = {}
     previous = None
@@ -125,10 +138,15 @@ def main(t: Tutorial) -> None:
         )
         dc.fill(np.float32(np.nan))
         ops.matmul(dc, da, db, kernel=spec.name)
-        t.check(bool(np.all(np.abs(dc.to_array() - expected) <= bound)), f"{spec.name}: every element within the bound")
+        error = np.abs(dc.to_array() - expected)
+        t.check(
+            bool(np.all(error <= spec.error_bound(SIZE) * magnitude)), f"{spec.name}: every element within its bound"
+        )
+        t.say(f"largest error: {float(np.max(error / magnitude)):.2g} x (|A| @ |B|)")
         speeds[spec.name] = flops / timed_ms(lambda s=spec: ops.matmul(dc, da, db, kernel=s.name)) / 1e9
         gain = f", {speeds[spec.name] / speeds[previous]:.1f}x step before" if previous else ""
-        share = f", {speeds[spec.name] / peer:.0%} of torch" if peer else ""
+        peer = peers[spec.tf32]
+        share = f", {speeds[spec.name] / peer:.0%} of torch{' with TF32' if spec.tf32 else ''}" if peer else ""
         t.say(f"{speeds[spec.name]:.2f} TFLOP/s{gain}{share}")
         previous = spec.name
 
@@ -148,11 +166,13 @@ def main(t: Tutorial) -> None:
     t.check(not chosen.vector, "an odd size goes to the any-input kernel")
 
     t.step("the progression at a glance")
-    for name, speed in speeds.items():
-        bar = "#" * max(1, round(speed))
-        t.say(f"{name:24s} {speed:6.2f} TFLOP/s {bar}")
-    if peer:
-        t.say(f"{'torch.matmul':24s} {peer:6.2f} TFLOP/s {'#' * round(peer)}")
+    rows = dict(speeds)
+    for tf32, peer in peers.items():
+        if peer:
+            rows["torch.matmul, TF32" if tf32 else "torch.matmul"] = peer
+    fastest = max(rows.values())
+    for name, speed in rows.items():
+        t.say(f"{name:24s} {speed:7.2f} TFLOP/s {'#' * max(1, round(BAR * speed / fastest))}")
     t.say("(speeds are measurements of this GPU, this run: bench/sgemm.py measures them properly)")
     for buf in (da, db, dc):
         buf.close()

@@ -49,12 +49,15 @@ def made_up(bench: ModuleType, fastest: float) -> dict[str, Any]:
         rows.append({"kind": "previous", "kernel": "matmul (kernels/matmul.cu)", "summary": "before", "shape": label})
         rows[-1].update(verified=True, error_ratio=0.02, ms=2.0, tflops=19.1)
         for i, spec in enumerate(sgemm.KERNELS.values()):
-            kind = "step" if spec in sgemm.STEPS else "tune" if spec in sgemm.TUNE else "any"
-            speed = fastest if spec.name == sgemm.TUNE[-1].name else 1.0 + i
+            kind = "tf32" if spec.tf32 else "step" if spec in sgemm.STEPS else "tune" if spec in sgemm.TUNE else "any"
+            speed = fastest if spec.name == sgemm.TUNE[-1].name else 100.0 if spec.tf32 else 1.0 + i
             rows.append({"kind": kind, "kernel": spec.name, "summary": spec.summary, "shape": label})
-            rows[-1].update(verified=True, error_ratio=0.05, ms=1.0, tflops=speed)
-    rows[-1].update(verified=False, error_ratio=7.5)  # one kernel failed its verification: not timed
-    del rows[-1]["tflops"], rows[-1]["ms"]
+            rows[-1].update(verified=True, error_ratio=0.05, relative_error=3e-5, ms=1.0, tflops=speed)
+        rows.append({"kind": "peer-tf32", "kernel": "torch.matmul (TF32)", "summary": "cuBLAS, TF32", "shape": label})
+        rows[-1].update(verified=True, error_ratio=0.04, relative_error=2e-5, ms=0.2, tflops=400.0)
+    failed = rows[-2]  # one kernel failed its verification: not timed
+    failed.update(verified=False, error_ratio=7.5)
+    del failed["tflops"], failed["ms"], failed["relative_error"]
     bench.share_of_peer(rows)
     facts = {
         name: {"registers": 128, "local_bytes": 0, "shared_bytes": 1, "blocks_per_sm": 2} for name in sgemm.KERNELS
@@ -71,11 +74,15 @@ def test_targets_say_met_or_not_with_the_numbers(bench: ModuleType) -> None:
     assert [goal for goal, _, _ in met] == [
         "best fp32 SGEMM >= 80% of torch.matmul (square)",
         "best fp32 SGEMM >= 80% of torch.matmul (tall)",
+        "stretch: TF32 tensor-core step (square), no target",
+        "stretch: TF32 tensor-core step (tall), no target",
         "every kernel verified against float64 numpy",
     ]
-    assert [ok for _, ok, _ in met] == [True, True, False] and [ok for _, ok, _ in missed] == [False, False, False]
+    assert [ok for _, ok, _ in met] == [True, True, None, None, False]
+    assert [ok for _, ok, _ in missed] == [False, False, None, None, False]
     assert met[0][2] == f"{sgemm.TUNE[-1].name}: 40.0 vs 50.0 TFLOP/s (80%)"
-    assert met[2][2] == f"{sgemm.ANY[-1].name} (tall)", "the failed kernel is named"
+    assert met[2][2] == "100.0 TFLOP/s vs torch TF32 400.0 (25%); max error 3e-05 x (|A|@|B|)"
+    assert met[4][2] == f"{sgemm.ANY[-1].name} (tall)", "the failed kernel is named"
 
 
 def test_markdown_has_a_row_per_kernel_and_names_the_fastest(bench: ModuleType) -> None:

@@ -6,8 +6,9 @@ LIBRARY is the kernels compiled for the CPU by tests/cpu/test_sgemm_on_cpu.py (w
 UBSan, so this process must start with their runtimes preloaded: the test does that). The launch -- grid
 and block -- comes from rawcuda.sgemm's table, so a wrong row in the table fails here like a wrong index in
 a kernel. Each case copies A and B into allocations of exactly their size (the sanitizer sees every byte
-past them), poisons C with NaN, and compares every element with a float64 product within the K-term
-dot-product bound K * eps * (|A| @ |B|). Prints ``N cases verified`` and exits 0, or what differed and 1.
+past them), poisons C with NaN, and compares every element with a float64 product within the kernel's
+error_bound (rawcuda/sgemm.py: K * eps * (|A| @ |B|) for fp32, more for the TF32 step). Prints
+``N cases verified`` and exits 0, or what differed and 1.
 ``--misaligned`` runs one case 4 bytes past an aligned start whatever the kernel is -- for a float4 kernel
 what the host refuses, and what UBSan must then stop (the test that the checks can fail).
 """
@@ -26,7 +27,6 @@ if str(ROOT) not in sys.path:
 
 from rawcuda import sgemm  # noqa: E402  (after the sys.path fix; rawcuda.sgemm is a table, no driver)
 
-EPS32 = float(np.finfo(np.float32).eps)
 SHAPES = ((1, 1, 1), (17, 33, 9), (129, 65, 257), (70, 260, 12), (3, 5, 0))  # (M, N, K), none tile-sized
 CAPPED = (129, 65, 257)  # also run with gridDim.y = 1: one block row walks every row tile
 OFFSETS = (0, 1)  # floats past an aligned start; float4 kernels take only 0 (the host refuses the rest)
@@ -59,7 +59,7 @@ def main(library: str, name: str, *flags: str) -> int:
                     failures.append(f"{what}: run() returned {status}")
                     continue
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
-                bad = ~(np.abs(c - a64 @ b64) <= k * EPS32 * (np.abs(a64) @ np.abs(b64)) + 1e-30)
+                bad = ~(np.abs(c - a64 @ b64) <= spec.error_bound(k) * (np.abs(a64) @ np.abs(b64)) + 1e-30)
                 if bad.any():
                     failures.append(f"{what}: {int(bad.sum())} of {bad.size} elements wrong or unwritten")
     for failure in failures:
