@@ -104,12 +104,23 @@ class Problem:
 
 
 def measure(problem: Problem, run: Callable[[], object], unit: float) -> dict[str, Any]:
-    """Verify one ``run()`` (which writes problem.c) into a poisoned C within ``unit``, then time it."""
+    """Verify one ``run()`` (which writes problem.c) into a poisoned C within ``unit``, then time it.
+
+    A launch the driver refuses is recorded as a failure and the run goes on to the next kernel (after a
+    sticky fault -- an illegal address -- every later launch fails too, and says so).
+    """
+    try:
+        return verified_and_timed(problem, run, unit)
+    except rawcuda.RawCudaError as exc:
+        return {"verified": False, "failed": True, "error": f"{type(exc).__name__}: {str(exc).splitlines()[0]}"}
+
+
+def verified_and_timed(problem: Problem, run: Callable[[], object], unit: float) -> dict[str, Any]:
     problem.c.fill(NAN)
     run()
     ratio = problem.error_ratio(problem.c.to_array(), unit)
     if not ratio <= 1.0:
-        return {"verified": False, "error_ratio": ratio}
+        return {"verified": False, "failed": True, "error_ratio": ratio}
     ms = gpu_ms(run)
     # relative_error: max |C - A @ B| / (|A| @ |B|) -- the accuracy itself, where error_ratio is its share of the bound
     found = {"verified": True, "error_ratio": ratio, "relative_error": ratio * unit}
@@ -173,9 +184,8 @@ def run_shape(label: str, problem: Problem) -> list[dict[str, Any]]:
         for spec in specs:
             row = measure(problem, launcher(problem, spec.name), spec.error_bound(problem.k))
             rows.append({"kind": kind, "kernel": spec.name, "summary": spec.summary, **row})
-            result = (
-                f"{row['tflops']:.2f} TFLOP/s" if row["verified"] else f"FAILED (error {row['error_ratio']:.3g}x bound)"
-            )
+            why = f"error {row['error_ratio']:.3g}x bound" if "error_ratio" in row else row.get("error")
+            result = f"{row['tflops']:.2f} TFLOP/s" if row["verified"] else f"FAILED ({why})"
             print(f"{label} {shape}: {spec.name}: {result}", flush=True)
     peer, version = torch_peer(problem, tf32=True)
     rows.append({"kind": "peer-tf32", "kernel": "torch.matmul (TF32)", "summary": "cuBLAS, allow_tf32", **peer})
@@ -219,7 +229,7 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
             against = f" vs torch TF32 {peer['tflops']:.1f} ({tc['of_peer']:.0%})" if peer.get("tflops") else ""
             numbers = f"{tc['tflops']:.1f} TFLOP/s{against}; max error {tc['relative_error']:.2g} x (|A|@|B|)"
             found.append((f"stretch: TF32 tensor-core step ({label}), no target", None, numbers))
-    failed = [f"{r['kernel']} ({r['shape']})" for r in rows if not r.get("verified") and "error_ratio" in r]
+    failed = [f"{r['kernel']} ({r['shape']})" for r in rows if r.get("failed")]
     found.append(("every kernel verified against float64 numpy", not failed, ", ".join(failed) or "all passed"))
     return found
 
@@ -248,7 +258,7 @@ def markdown(data: dict[str, Any]) -> str:
         ]
         for r in (r for r in data["rows"] if r["shape"] == label):
             facts = data["facts"].get(r["kernel"], {})
-            speed = f"{r['tflops']:.2f}" if r.get("tflops") else ("FAILED" if "error_ratio" in r else "—")
+            speed = f"{r['tflops']:.2f}" if r.get("tflops") else ("FAILED" if r.get("failed") else "—")
             share = f"{r['of_peer']:.0%}" if r.get("of_peer") else ""
             error = f"{r['error_ratio']:.3f}" if "error_ratio" in r else r.get("error", "")
             error += f" | {r['relative_error']:.2g}" if "relative_error" in r else " |"
@@ -347,7 +357,7 @@ def main() -> int:
     print(plot(data, args.out / f"{stem}.png"))
     print(markdown(data))
     print(f"sgemm bench: {data['meta']['seconds']} s; wrote {args.out / stem}.json, .md")
-    return EXIT_OK if all(r.get("verified") for r in rows if "error_ratio" in r) else EXIT_FAILED
+    return EXIT_FAILED if any(r.get("failed") for r in rows) else EXIT_OK
 
 
 if __name__ == "__main__":

@@ -56,7 +56,7 @@ def made_up(bench: ModuleType, fastest: float) -> dict[str, Any]:
         rows.append({"kind": "peer-tf32", "kernel": "torch.matmul (TF32)", "summary": "cuBLAS, TF32", "shape": label})
         rows[-1].update(verified=True, error_ratio=0.04, relative_error=2e-5, ms=0.2, tflops=400.0)
     failed = rows[-2]  # one kernel failed its verification: not timed
-    failed.update(verified=False, error_ratio=7.5)
+    failed.update(verified=False, failed=True, error_ratio=7.5)
     del failed["tflops"], failed["ms"], failed["relative_error"]
     bench.share_of_peer(rows)
     facts = {
