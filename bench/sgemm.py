@@ -227,7 +227,7 @@ def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
         peer = next((r for r in rows if r["shape"] == label and r["kind"] == "peer-tf32"), {})
         if tc:
             against = f" vs torch TF32 {peer['tflops']:.1f} ({tc['of_peer']:.0%})" if peer.get("tflops") else ""
-            numbers = f"{tc['tflops']:.1f} TFLOP/s{against}; max error {tc['relative_error']:.2g} x (|A|@|B|)"
+            numbers = f"{tc['tflops']:.1f} TFLOP/s{against}; max error {tc['relative_error']:.2g} x abs(A)@abs(B)"
             found.append((f"stretch: TF32 tensor-core step ({label}), no target", None, numbers))
     failed = [f"{r['kernel']} ({r['shape']})" for r in rows if r.get("failed")]
     found.append(("every kernel verified against float64 numpy", not failed, ", ".join(failed) or "all passed"))

@@ -81,7 +81,7 @@ def test_targets_say_met_or_not_with_the_numbers(bench: ModuleType) -> None:
     assert [ok for _, ok, _ in met] == [True, True, None, None, False]
     assert [ok for _, ok, _ in missed] == [False, False, None, None, False]
     assert met[0][2] == f"{sgemm.TUNE[-1].name}: 40.0 vs 50.0 TFLOP/s (80%)"
-    assert met[2][2] == "100.0 TFLOP/s vs torch TF32 400.0 (25%); max error 3e-05 x (|A|@|B|)"
+    assert met[2][2] == "100.0 TFLOP/s vs torch TF32 400.0 (25%); max error 3e-05 x abs(A)@abs(B)"
     assert met[4][2] == f"{sgemm.ANY[-1].name} (tall)", "the failed kernel is named"
 
 
