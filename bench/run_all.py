@@ -1,11 +1,13 @@
-"""Every benchmark, one command: ``python bench/run_all.py`` on a GPU host (about 6 minutes on an H200).
+"""Every benchmark, one command: ``python bench/run_all.py`` on a GPU host (about 8 minutes on an H200).
 
 Runs each benchmark script in its own interpreter (so one failing peer cannot take the others down),
 builds and runs the C reference program (bench/c/driver_bench.c, when nvcc is there), and writes
 ``bench/results/<date>-<gpu>.json`` and ``.md`` -- versions of everything involved, every figure, and each
 target stated as met or not with its numbers -- plus PNG plots when matplotlib is installed (an optional
 extra: ``pip install rawcuda[plot]``; the tables are written without it): ``<date>-<gpu>.png``, and
-``<date>-<gpu>-progressions.png`` with a bar chart per kernel progression (bench/progressions.py).
+``<date>-<gpu>-progressions.png`` with a bar chart per kernel progression (bench/progressions.py). The
+SGEMM progression (bench/sgemm.py) also keeps its own files beside them, ``<date>-<gpu>-sgemm.json``,
+``.md`` and ``.png``.
 
 Without a usable driver and GPU it measures nothing, writes nothing, says why in one ``skipped:`` line and
 exits with 77 -- the status the demo and the tutorials use for the same reason.
@@ -29,8 +31,9 @@ import progressions_report  # bench/progressions_report.py: this script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-STEPS = ("launch_overhead", "kernels", "copies", "graphs", "unified_memory", "imports", "progressions")
+STEPS = ("launch_overhead", "kernels", "sgemm", "copies", "graphs", "unified_memory", "imports", "progressions")
 STEP_ARGS = {"progressions": ["--name", "progressions"]}  # its default name is dated; here run_all names the files
+OWN_FILES = ("sgemm",)  # steps that name their files <date>-<gpu>-<step>.*: copied to --out as they are
 STEP_TIMEOUT_S = 300
 EXIT_OK = 0
 EXIT_NO_GPU = 77  # the demo's and the tutorials' status for "no usable GPU here", said in one line
@@ -74,8 +77,10 @@ def run_c(out: Path) -> dict[str, Any] | str:
 
 
 def load(out: Path, name: str) -> dict[str, Any]:
-    path = out / f"{name}.json"
-    return json.loads(path.read_text()) if path.exists() else {}
+    """``<name>.json`` in ``out`` (or ``<date>-<gpu>-<name>.json``, for the steps that name their own files)."""
+    paths = [out / f"{name}.json", *sorted(out.glob(f"*-{name}.json"))]
+    found = [p for p in paths if p.exists()]
+    return json.loads(found[0].read_text()) if found else {}
 
 
 def versions() -> dict[str, str]:
@@ -162,6 +167,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
         )
         rows.append(("pinned copies >= 97% of the C program (>= 16 MiB)", worst >= 0.97, f"worst ratio {worst:.1%}"))
     rows += [(goal, met, numbers) for goal, met, numbers in data.get("progressions", {}).get("targets", [])]
+    rows += [tuple(row) for row in data.get("sgemm", {}).get("targets", [])]  # bench/sgemm.py states its own
     imports = data.get("imports", {}).get("import_ms", {})
     if isinstance(imports.get("rawcuda"), float):
         peers = {k: v for k, v in imports.items() if k not in ("rawcuda", "numpy") and isinstance(v, float)}
@@ -231,7 +237,15 @@ def markdown(data: dict[str, Any]) -> str:
         lines += ["", "## 6. Import time (fresh interpreter, median)", "", "| module | ms |", "|---|---:|"]
         lines += [f"| {k} | {v:.1f} |" if isinstance(v, float) else f"| {k} | {v} |" for k, v in imports.items()]
     progressions = data.get("progressions_md")
-    lines += ["", "## 7. Kernel progressions (bench/progressions.py)", "", progressions if progressions else "not run"]
+    lines += ["", "## 8. Kernel progressions (bench/progressions.py)", "", progressions if progressions else "not run"]
+    sgemm_md = data.get("sgemm_md")
+    if sgemm_md:  # its own headings one level down, under this file's
+        lines += [
+            "",
+            "## 7. SGEMM progression (also in its own file, with the plot)",
+            "",
+            sgemm_md.replace("\n## ", "\n### "),
+        ]
     lines += ["", "Steps: " + "; ".join(f"{k}: {v}" for k, v in data["steps"].items())]
     return "\n".join(lines) + "\n"
 
@@ -298,6 +312,11 @@ def main() -> int:
             if step == "progressions" and md.exists():  # its tables, one heading level down (targets are above)
                 tables = md.read_text().split("\n## ", 1)[-1]
                 data[f"{step}_md"] = ("### " + tables.replace("\n## ", "\n### ")).strip()
+            if step in OWN_FILES:
+                for own in sorted(work.glob(f"*-{step}.*")):
+                    shutil.copyfile(own, args.out / own.name)
+                    if own.suffix == ".md":
+                        data[f"{step}_md"] = own.read_text().split("\n", 2)[-1].strip()
         data["c"] = run_c(work)
         data["steps"]["c"] = "ok" if isinstance(data["c"], dict) else data["c"]
     data["targets"] = targets(data)

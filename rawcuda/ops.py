@@ -1,11 +1,13 @@
 """Layer 2: the shipped kernels as functions -- each with the launch configuration its source documents.
 
-A kernel's grid and block are part of its contract (``matmul`` *requires* 16x16 blocks; the reduction
-needs one float of dynamic shared memory per warp). Writing them out at every call site invites the
-mistake the source comments warn about, so they live here once::
+A kernel's grid and block are part of its contract (each SGEMM kernel *requires* its block shape; the
+reduction needs one float of dynamic shared memory per warp). Writing them out at every call site invites
+the mistake the source comments warn about, so they live here once (the SGEMM kernels' in one table of
+their own, :mod:`rawcuda.sgemm`)::
 
     total = ops.sum(x)                 # two passes of warp_reduce_sum
-    ops.matmul(c, a, b)                # c = a @ b, float32
+    ops.matmul(c, a, b)                # c = a @ b, float32 (the fastest measured SGEMM kernel)
+    ops.matmul(c, a, b, kernel="sgemm_05_reg2d")   # ... or any step of kernels/sgemm.cu
     ops.transpose(out, x)              # through a padded shared-memory tile; variant="unpadded" | "naive"
 
 Every function checks shapes and dtypes before launching, runs on ``stream`` (the legacy default stream
@@ -15,7 +17,7 @@ Sizes. Every kernel takes its extents as ``size_t`` and indexes in 64 bits, so a
 works -- an H200 holds a 1 x 2^31 float matrix easily, and with ``int`` sizes that one wrapped (issue 12).
 What is left to bound is the grid: ``gridDim.y`` is at most 65535 and ``gridDim.x`` 2^31 - 1. Where a
 kernel walks its tiles or elements in a loop, the grid is capped and the loop covers the rest (bias_relu
-in x and y; transpose and matmul in y); where it does not, the entry point refuses the size with a
+in x and y; transpose and the SGEMM kernels in y); where it does not, the entry point refuses the size with a
 ``ValueError`` naming the limit before anything is launched (transpose's columns, matmul's N, the
 reduction's ``blocks``). Those limits are beyond any GPU's memory today, but a launch that cannot cover
 its data must say so, not wrap.
@@ -34,7 +36,7 @@ import threading
 
 import numpy as np
 
-from . import kernels
+from . import kernels, sgemm
 from .context import Context
 from .devicebuffer import DeviceBuffer
 from .function import Function
@@ -46,8 +48,12 @@ BLOCK = 256  # 1-D kernels: a multiple of the warp size (the seed's choice; benc
 WAVES = 32  # grid-stride kernels: at most this many blocks per SM (more adds nothing but scheduling)
 WARP = 32
 REDUCE_BLOCKS_PER_SM = 4  # one full wave of 256-thread reduction blocks (see kernels/reduce.cu)
-MATMUL_TILE = 64  # C tile per block; the block is (16, 16)
-MATMUL_THREADS = (16, 16)
+# The SGEMM kernel ops.matmul runs when the buffers allow float4 access (16-byte aligned, N and K multiples of
+# 4), and the one it runs for every other input: entries of rawcuda.sgemm.KERNELS. Chosen by measurement --
+# bench/sgemm.py times every configuration next to torch.matmul; put the fastest float4 kernel and the
+# fastest any-input kernel here (the names are the whole choice: grid and block come from the table).
+MATMUL_KERNEL = "sgemm_tune_128x128x8_32x64_8x8"  # to be confirmed by the first H200 run of bench/sgemm.py
+MATMUL_ANY_KERNEL = "sgemm_any_128x128x8_32x64_8x8"
 TRANSPOSE_TILE = 32  # block (32, 8), each thread covers 4 rows of a 32x32 tile
 TRANSPOSE_THREADS = (32, 8)
 #: ops.transpose's variants -> the kernel in kernels/transpose.cu. "naive" -> "unpadded" is the coalescing
@@ -56,7 +62,8 @@ TRANSPOSE_VARIANTS = {"naive": "transpose_naive", "unpadded": "transpose_unpadde
 ELEMENTWISE_THREADS = (32, 8)
 MAX_GRID_X = 2**31 - 1  # CU_DEVICE_ATTRIBUTE_MAX_GRID_DIM_X on every GPU since compute capability 3.0
 MAX_GRID_Y = 65535  # ... and MAX_GRID_DIM_Y
-MATMUL_MAX_N = MAX_GRID_X * MATMUL_TILE  # one block per 64 columns of C, in x (no loop over x)
+# One block per tile of C columns, in x (no loop over x): the narrower tile of the two kernels sets the limit.
+MATMUL_MAX_N = min(sgemm.KERNELS[name].max_n for name in (MATMUL_KERNEL, MATMUL_ANY_KERNEL))
 TRANSPOSE_MAX_COLS = MAX_GRID_X * TRANSPOSE_TILE  # one block per 32 columns of x, in x (no loop over x)
 F32 = np.dtype(np.float32)
 
@@ -161,24 +168,60 @@ def sum(x: DeviceBuffer, stream: Stream | None = None) -> float:  # named after 
         return float(total.to_array(stream=stream)[0])
 
 
-def matmul(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None = None) -> None:
-    """c[M,N] = a[M,K] @ b[K,N] in float32 (row-major)."""
+def matmul_kernel(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer) -> sgemm.SgemmKernel:
+    """The kernel ``matmul(c, a, b)`` runs: MATMUL_KERNEL if it can take these buffers, else MATMUL_ANY_KERNEL."""
+    chosen = sgemm.KERNELS[MATMUL_KERNEL]
+    fits = chosen.refusal(b.shape[-1], a.shape[-1], (a.ptr, b.ptr, c.ptr)) is None
+    return chosen if fits else sgemm.KERNELS[MATMUL_ANY_KERNEL]
+
+
+def matmul(
+    c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None = None, *, kernel: str | None = None
+) -> None:
+    """c[M,N] = a[M,K] @ b[K,N] in float32 (row-major).
+
+    ``kernel`` names an entry of :data:`rawcuda.sgemm.KERNELS` to run instead (a step of the progression in
+    kernels/sgemm.cu, or a tuning configuration; ``sgemm_09_tf32`` computes on TF32 tensor cores, less
+    exactly than fp32 -- see its ``error_bound``); one that cannot take these buffers -- a float4 kernel
+    given an unaligned view, or N or K not a multiple of 4 -- is refused with a ValueError saying why.
+    """
     _f32(a, b, c)
     if a.ndim != 2 or b.ndim != 2 or c.ndim != 2 or a.shape[1] != b.shape[0] or c.shape != (a.shape[0], b.shape[1]):
         raise ValueError(f"matmul needs a[M,K], b[K,N], c[M,N]; got {a.shape}, {b.shape}, {c.shape}")
     m, k = a.shape
     n = b.shape[1]
-    _at_most(
-        "matmul's N",
-        n,
-        MATMUL_MAX_N,
-        f"one block per {MATMUL_TILE} columns of C, and gridDim.x stops at {MAX_GRID_X}",
-        "no GPU holds such a c (M x N floats); split the product by columns into buffers of their own",
-    )
-    if m and n:
-        # The kernel walks its row tiles (kernels/matmul.cu), so y is capped and any M is covered.
-        grid = (_ceil(n, MATMUL_TILE), min(_ceil(m, MATMUL_TILE), MAX_GRID_Y))
-        kernel("matmul", "matmul", c.context).launch(grid, MATMUL_THREADS, c, a, b, m, n, k, stream=stream)
+    if kernel is not None and kernel not in sgemm.KERNELS:
+        raise ValueError(f"no SGEMM kernel {kernel!r}; rawcuda.sgemm.KERNELS has {', '.join(sgemm.KERNELS)}")
+    if kernel is None:
+        _at_most(
+            "matmul's N",
+            n,
+            MATMUL_MAX_N,
+            "one block per tile of C's columns, and gridDim.x stops at 2^31 - 1",
+            "no GPU holds such a c (M x N floats); split the product by columns into buffers of their own",
+        )
+    if not (m and n):
+        return  # an empty C: nothing to launch (and no buffer address is read)
+    if kernel is None:
+        spec = matmul_kernel(c, a, b)
+    else:
+        spec = sgemm.KERNELS[kernel]
+        why = spec.refusal(n, k, (a.ptr, b.ptr, c.ptr))
+        if why is not None:
+            raise ValueError(
+                f"{kernel} cannot compute this product: {why} (ops.matmul without kernel= takes any input)"
+            )
+    _launch_sgemm(spec, c, a, b, stream)
+
+
+def _launch_sgemm(
+    spec: sgemm.SgemmKernel, c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None
+) -> None:
+    # A function of its own because matmul's keyword ``kernel`` hides this module's kernel() inside matmul.
+    # Every SGEMM kernel walks its row tiles (kernels/sgemm.cu), so y is capped and any M is covered.
+    (m, k), n = a.shape, b.shape[1]
+    fn = kernel(sgemm.STEM, spec.name, c.context)
+    fn.launch(spec.grid(m, n), spec.block, c, a, b, m, n, k, stream=stream)
 
 
 def transpose(

@@ -17,6 +17,7 @@ import pytest
 
 from rawcuda import kernels, ptx
 from rawcuda.checked.errors import RawCudaError
+from rawcuda.sgemm import KERNELS as SGEMM_KERNELS
 from rawcuda.tools import kernelbuild, reproducible
 from rawcuda.tools import nvcc as nvcc_tool
 from rawcuda.tools.nvcc import BuildOptions, Compiler, KernelBuildError
@@ -51,6 +52,7 @@ CONTRACT = {
         )
     },
     "saxpy": {"saxpy": ["u64", "f32", "u64", "u64"]},
+    "sgemm": {name: ["u64"] * 6 for name in SGEMM_KERNELS},  # (C, A, B, M, N, K), like matmul
     "spin": {"spin": ["u64"]},
     "transcendentals": TRANSCENDENTALS,
     "transcendentals_fast": TRANSCENDENTALS,  # the same source, built with --use_fast_math

@@ -16,17 +16,19 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import ops
+from rawcuda import ops, sgemm
 from rawcuda.devicebuffer import DeviceBuffer
 
 SMS = 132  # the stand-in device's multiprocessor count (an H200's)
 BIG = 1 << 40  # elements: far past any GPU, and past every 32-bit index
+ALIGNED = 1 << 32  # a stand-in device address on a 256-byte boundary, like every cuMemAlloc result
 
 
-def stand_in(shape: tuple[int, ...], context: Any = None) -> DeviceBuffer:
+def stand_in(shape: tuple[int, ...], context: Any = None, address: int = ALIGNED) -> DeviceBuffer:
     buf = DeviceBuffer.__new__(DeviceBuffer)
     buf.shape, buf.dtype = shape, np.dtype(np.float32)
     buf.context = context
+    buf._ptr, buf._closed = address, False  # what DeviceBuffer.ptr reads (ops.matmul picks a kernel by it)
     return buf
 
 
@@ -43,8 +45,8 @@ class Recorder:
 
         return SimpleNamespace(launch=launch)
 
-    def buffers(self, *shapes: tuple[int, ...]) -> list[DeviceBuffer]:
-        return [stand_in(shape, self.context) for shape in shapes]
+    def buffers(self, *shapes: tuple[int, ...], address: int = ALIGNED) -> list[DeviceBuffer]:
+        return [stand_in(shape, self.context, address) for shape in shapes]
 
 
 @pytest.fixture
@@ -80,12 +82,57 @@ def test_transpose_caps_the_grid_rows_it_loops_over(recorder: Recorder, shape: t
     assert grid[0] == -(-shape[1] // ops.TRANSPOSE_TILE)  # x is not looped over: every column tile has its block
 
 
-@pytest.mark.parametrize(("m", "n", "k"), [(BIG, 1, 1), (65535 * 64 + 1, 3, 2), (1, 1 << 31, 1), (1, 1, 1 << 31)])
+MATMUL_SHAPES = [(BIG, 1, 1), (65535 * 128 + 1, 3, 2), (1, 1 << 31, 1), (1, 1, 1 << 31), (BIG, 4, 4), (4, 1 << 33, 8)]
+
+
+@pytest.mark.parametrize(("m", "n", "k"), MATMUL_SHAPES)
 def test_matmul_caps_the_grid_rows_it_loops_over(recorder: Recorder, m: int, n: int, k: int) -> None:
     c, a, b = recorder.buffers((m, n), (m, k), (k, n))
     ops.matmul(c, a, b)
-    [(_, grid, block, sizes)] = recorder.launches
-    assert sizes == [m, n, k] and block == ops.MATMUL_THREADS and within_device_limits(grid)
+    [(name, grid, block, sizes)] = recorder.launches
+    spec = sgemm.KERNELS[name]
+    assert sizes == [m, n, k] and block == spec.block and within_device_limits(grid)
+    assert grid == (-(-n // spec.tile[1]), min(-(-m // spec.tile[0]), ops.MAX_GRID_Y))
+
+
+@pytest.mark.parametrize(
+    ("n", "k", "address", "chosen"),
+    [
+        (8, 12, ALIGNED, ops.MATMUL_KERNEL),  # float4 access works: the fast kernel
+        (9, 12, ALIGNED, ops.MATMUL_ANY_KERNEL),  # rows of B and C not 16-byte aligned
+        (8, 13, ALIGNED, ops.MATMUL_ANY_KERNEL),  # rows of A not aligned
+        (8, 12, ALIGNED + 4, ops.MATMUL_ANY_KERNEL),  # a view 4 bytes in
+    ],
+)
+def test_matmul_takes_float4_kernels_only_where_they_work(
+    recorder: Recorder, n: int, k: int, address: int, chosen: str
+) -> None:
+    m = 5
+    c, a, b = recorder.buffers((m, n), (m, k), (k, n), address=address)
+    ops.matmul(c, a, b)
+    [(name, _, block, _)] = recorder.launches
+    assert name == chosen and block == sgemm.KERNELS[chosen].block
+    assert sgemm.KERNELS[ops.MATMUL_KERNEL].vector and not sgemm.KERNELS[ops.MATMUL_ANY_KERNEL].vector
+
+
+def test_matmul_names_a_kernel_and_refuses_one_that_cannot_take_the_inputs(recorder: Recorder) -> None:
+    c, a, b = recorder.buffers((5, 9), (5, 12), (12, 9))
+    ops.matmul(c, a, b, kernel="sgemm_05_reg2d")
+    assert recorder.launches[0][:3] == ("sgemm_05_reg2d", (1, 1), (256, 1))
+    with pytest.raises(ValueError, match=r"sgemm_07_warptile cannot compute this product: .*multiples of 4; N = 9"):
+        ops.matmul(c, a, b, kernel="sgemm_07_warptile")
+    with pytest.raises(ValueError, match=r"no SGEMM kernel 'matmul'; rawcuda.sgemm.KERNELS has sgemm_01_naive, "):
+        ops.matmul(c, a, b, kernel="matmul")
+    assert len(recorder.launches) == 1
+
+
+def test_matmul_of_an_empty_c_launches_nothing_and_reads_no_address(recorder: Recorder) -> None:
+    c, a, b = recorder.buffers((0, 9), (0, 12), (12, 9))
+    for buf in (a, b, c):
+        buf._closed = True  # a closed buffer's address cannot be read: an empty product must not try
+    ops.matmul(c, a, b)
+    ops.matmul(c, a, b, kernel="sgemm_07_warptile")
+    assert not recorder.launches
 
 
 ONE_DIMENSIONAL = {

@@ -98,7 +98,7 @@ def test_run_all_folds_the_progressions_into_its_report() -> None:
             "progressions_md": "### Reduction ..."}  # fmt: skip
     data["targets"] = run_all.targets(data)
     text = run_all.markdown(data)
-    assert "## 7. Kernel progressions (bench/progressions.py)\n\n### Reduction ..." in text
+    assert "## 8. Kernel progressions (bench/progressions.py)\n\n### Reduction ..." in text
     assert "| last reduction step (reduce_09) >= torch.sum | NO | 4500 vs 4600 GB/s |" in text
     assert "progressions" in run_all.STEPS and run_all.STEP_ARGS["progressions"] == ["--name", "progressions"]
 

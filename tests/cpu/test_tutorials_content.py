@@ -1,4 +1,4 @@
-"""CPU checks of the learning path's lettered tutorials and 07-08: present, documented, built on the shared frame.
+"""CPU checks of the learning path's lettered tutorials, 07-08 and 14: present, documented, built on the shared frame.
 
 tests/cpu/test_tutorials.py runs every tutorial end to end (exit 0 on a GPU host). These checks are the part
 that means something on a machine without a GPU: each file exists, explains itself in a module docstring,
@@ -38,6 +38,7 @@ NEW_TUTORIALS = [
     "07a_contexts.py",
     "07b_lifetimes.py",
     "08_when_not_to_use_the_gpu.py",
+    "14_sgemm_progression.py",
 ]
 TIMEOUT_S = 120
 ENTER_PRESSES = "\n" * 100  # more than any tutorial has steps: --step reads one line per step

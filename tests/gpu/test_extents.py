@@ -28,7 +28,7 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from rawcuda import DeviceBuffer, ops
+from rawcuda import DeviceBuffer, ops, sgemm
 from rawcuda.context import default_context
 from tests.helpers import run_python
 
@@ -48,7 +48,7 @@ GUARD = 1024  # NaN elements after each output: nothing may be written there
 SLACK = GIB  # free memory left over for the driver and ops.sum's partial sums
 WIDE_ROWS, WIDE_COLS = 2, 1_200_000_000  # the bias_relu: int c + col_stride passed 2^31 and faulted
 SQUARE = 46_341  # SQUARE^2 just passes 2^31: a transpose whose out and in flat indices differ past 2^31
-MATMUL_TALL = ops.MAX_GRID_Y * ops.MATMUL_TILE + 1  # one row tile more than gridDim.y covers
+MATMUL_TALL = ops.MAX_GRID_Y * sgemm.KERNELS[ops.MATMUL_ANY_KERNEL].tile[0] + 1  # a row tile more than grid y
 TRANSPOSE_TALL = ops.MAX_GRID_Y * ops.TRANSPOSE_TILE + 1
 
 
@@ -281,7 +281,7 @@ def test_transpose(pattern: Pattern, rng: np.random.Generator, rows: int, cols: 
 def test_matmul_with_n_past_2_31(pattern: Pattern, rng: np.random.Generator) -> None:
     # (1 x 1) @ (1 x 2^31+): an outer product, each element one rounding -- the same as numpy's float32 product.
     # Old code: N arrived in its `int` as a negative number, `col < N` never held, and C kept its poison.
-    # (K past 2^31 is not tested: one block walks K in steps of 16, which takes minutes at that size.)
+    # (K past 2^31 is not tested: one block walks K in steps of 8, which takes minutes at that size.)
     n, scale = PAST_2_31, np.float32(3.0)
     require_free(n * F32.itemsize)
     with DeviceBuffer.from_array(np.array([[scale]], F32)) as a, pattern.view(0, (1, n)) as b, Poisoned((1, n)) as c:
@@ -290,7 +290,7 @@ def test_matmul_with_n_past_2_31(pattern: Pattern, rng: np.random.Generator) -> 
 
 
 def test_matmul_with_more_row_tiles_than_grid_y(rng: np.random.Generator) -> None:
-    # M = 65535 * 64 + 1 rows (a 4.2M x K matrix; at K = 1000 that is 16 GiB). Old code: one block per row
+    # M = 65535 * 128 + 1 rows (an 8.4M x K matrix; at K = 1000 that is 31 GiB). Old code: one block per row
     # tile needs gridDim.y = 65536, and the launch was refused. Small integers: the products are exact.
     m, k, n = MATMUL_TALL, 3, 2
     a = rng.integers(-3, 4, (m, k)).astype(np.float32)

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import Context, DeviceBuffer, GraphError, Module, Stream, ops
+from rawcuda import Context, DeviceBuffer, GraphError, Module, Stream, ops, sgemm
 from rawcuda.checked.errors import ClosedError
 from rawcuda.ffi.constants import StreamCaptureStatus
 from rawcuda.graph import Graph, GraphExec, KernelNode
@@ -29,7 +29,8 @@ WARM_UP_KERNELS = True  # conftest's vector_add is launched once before the test
 NAN = np.float32(np.nan)
 BLOCK = ops.BLOCK
 N = 100_003  # not a multiple of any block size
-TOKENS, HIDDEN = 96, 160  # not multiples of matmul's 64-wide tile: the edges are exercised
+TOKENS, HIDDEN = 96, 160  # not multiples of matmul's 128-wide tile: the edges are exercised
+MATMUL = ops.MATMUL_KERNEL  # the kernel ops.matmul runs here: whole buffers, N and K multiples of 4
 LAYERS = 5  # each layer: matmul, activation, matmul -> 10 matmuls + 5 element-wise kernels
 KERNELS = 3 * LAYERS
 TOLERANCE = 1e-4  # of max |reference|; a float32 chain of 10 matmuls is off by about 1e-6 of it
@@ -147,12 +148,12 @@ def test_captured_kernel_nodes_in_launch_order(rng: np.random.Generator, stream:
     nodes = graph.kernel_nodes()
     expected = []
     for layer in range(LAYERS):
-        expected += ["matmul", "bias_relu" if layer % 2 == 0 else "gelu", "matmul"]
+        expected += [MATMUL, "bias_relu" if layer % 2 == 0 else "gelu", MATMUL]
     assert [n.name for n in nodes] == expected
     assert all(isinstance(n, KernelNode) and n.function is not None for n in nodes)
     assert nodes[0].raw_args() == (p.outs[0].ptr, p.x.ptr, p.w[0].ptr, TOKENS, HIDDEN, HIDDEN)
     assert nodes[1].raw_args() == (p.outs[1].ptr, p.outs[0].ptr, p.b[0].ptr, TOKENS, HIDDEN)
-    assert nodes[0].block == (*ops.MATMUL_THREADS, 1) and graph.kernel_nodes()[0] is nodes[0]
+    assert nodes[0].block == (*sgemm.KERNELS[MATMUL].block, 1) and graph.kernel_nodes()[0] is nodes[0]
     graph.close()
     p.close()
 
@@ -164,7 +165,7 @@ def test_updating_the_third_kernel_changes_the_result(rng: np.random.Generator, 
         p.run(stream)
     exec_ = graph.instantiate()
     third = exec_.kernel_nodes()[2]  # matmul(outs[2], outs[1], W1)
-    assert third.name == "matmul" and third.raw_args()[2] == p.w[1].ptr
+    assert third.name == MATMUL and third.raw_args()[2] == p.w[1].ptr
     w1_new = p.weight()
     d_w1_new = DeviceBuffer.from_array(w1_new)
     exec_.set_kernel_args(third, p.outs[2], p.outs[1], d_w1_new, TOKENS, HIDDEN, HIDDEN)

@@ -1,4 +1,5 @@
-"""compute-sanitizer, short: memcheck over tutorial 01 and the kernel workload, racecheck over the reduction.
+"""compute-sanitizer, short: memcheck over tutorial 01 and the kernel workload, racecheck over the reduction
+and the SGEMM kernels.
 
 The full run (every tutorial, racecheck on the transpose too) is ``bash tests/sanitizer/run_sanitizer.sh``;
 this test runs its ``--short`` mode, which takes well under two minutes on an H200, and asserts the
@@ -21,7 +22,7 @@ pytestmark = pytest.mark.gpu
 
 SCRIPT = ROOT / "tests" / "sanitizer" / "run_sanitizer.sh"
 TOOLKIT_SANITIZER = Path("/usr/local/cuda/bin/compute-sanitizer")
-SHORT_RUNS = 3
+SHORT_RUNS = 4
 TIMEOUT_S = 600  # a guard against a hang; the short run normally takes one to two minutes
 
 

@@ -32,7 +32,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import ClosedError, DeviceBuffer, PinnedBuffer, RawCudaError, Stream, ops
+from rawcuda import ClosedError, DeviceBuffer, PinnedBuffer, RawCudaError, Stream, ops, sgemm
 from rawcuda.context import Context, default_context
 
 pytestmark = pytest.mark.gpu
@@ -624,7 +624,8 @@ def test_random_sequences_match_the_model(seed: int) -> None:
         ("transpose", "transpose_naive"),
         ("transpose", "transpose_padded"),
         ("reduce", "warp_reduce_sum"),
-        ("matmul", "matmul"),
+        (sgemm.STEM, ops.MATMUL_KERNEL),
+        (sgemm.STEM, ops.MATMUL_ANY_KERNEL),
     ):
         ops.kernel(stem, name, ctx)  # loaded up front, so the memory baseline includes the modules
     gc.collect()

@@ -6,6 +6,7 @@ Run by tests/sanitizer/run_sanitizer.sh under ``compute-sanitizer``; also runs o
     python3 tests/sanitizer/workload.py reduce [--short]    # racecheck: warp_reduce_sum through ops.sum
     python3 tests/sanitizer/workload.py transpose [--short] # racecheck: the three transposes (two tile shared memory)
     python3 tests/sanitizer/workload.py steps [--short]     # racecheck: every step of the reduction progression
+    python3 tests/sanitizer/workload.py sgemm [--short]     # memcheck and racecheck: every kernel of sgemm.cu
 
 Why awkward sizes? Out-of-bounds accesses hide at the edges: a length one past a block, a tail shorter than
 a float4, a matrix that is not a multiple of the tile, a view whose pointer is not 16-byte aligned (which
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runs from a source checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from rawcuda import DeviceBuffer, ops  # noqa: E402  (after the sys.path fix above)
+from rawcuda import DeviceBuffer, ops, sgemm  # noqa: E402  (after the sys.path fix above)
 from rawcuda.reduce_steps import STEPS, Reduction  # noqa: E402
 
 NAN = np.float32(np.nan)  # outputs are poisoned with it: an element a kernel skipped stays NaN
@@ -42,6 +43,10 @@ SHORT_LENGTHS = (1, 5, 33, BLOCK + 1, 10_007)
 OFFSETS = (0, 1, 3)  # elements: views at 4 and 12 bytes past an aligned start
 MATRICES = ((1, 1, 1), (17, 33, 65), (64, 64, 64), (65, 63, 17), (127, 129, 1), (1, 200, 7), (200, 3, 129))
 SHORT_MATRICES = ((1, 1, 1), (17, 33, 65), (65, 63, 17))
+# Every SGEMM kernel (rawcuda.sgemm.KERNELS) at these; float4 kernels get N and K rounded up to multiples of 4.
+# 257 = 32 K-steps of 8 and a 1-deep tail: the double-buffered kernels switch stages 32 times.
+SGEMM_MATRICES = ((1, 1, 1), (17, 33, 9), (129, 65, 257), (130, 260, 12))
+SHORT_SGEMM_MATRICES = ((129, 65, 257),)
 TRANSPOSES = ((1, 1), (31, 33), (32, 32), (33, 65), (300, 257), (1025, 3), (3, 1025))
 SHORT_TRANSPOSES = ((1, 1), (33, 65), (65, 33))
 REDUCTIONS = (0, 1, 31, 33, BLOCK + 1, 10_007, 1_000_003)
@@ -123,6 +128,20 @@ def matmul(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, in
             checks.close(dc.to_array(), a64 @ b64, bound, f"matmul {m}x{k} @ {k}x{n}")
 
 
+def sgemm_kernels(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, int, int], ...]) -> None:
+    for spec in sgemm.KERNELS.values():
+        for m, n, k in shapes:
+            if spec.vector:
+                n, k = (-(-x // sgemm.VECTOR_FLOATS) * sgemm.VECTOR_FLOATS for x in (n, k))
+            a = rng.standard_normal((m, k)).astype(np.float32)
+            b = rng.standard_normal((k, n)).astype(np.float32)
+            with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, poisoned((m, n)) as dc:
+                ops.matmul(dc, da, db, kernel=spec.name)
+                a64, b64 = a.astype(np.float64), b.astype(np.float64)
+                bound = spec.error_bound(k) * (np.abs(a64) @ np.abs(b64)) + 1e-30  # rawcuda/sgemm.py derives it
+                checks.close(dc.to_array(), a64 @ b64, bound, f"{spec.name} {m}x{k} @ {k}x{n}")
+
+
 def transposes(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[int, int], ...]) -> None:
     for rows, cols in shapes:
         x = rng.standard_normal((rows, cols)).astype(np.float32)
@@ -164,7 +183,7 @@ def reduction_steps(checks: Checks, rng: np.random.Generator, lengths: tuple[int
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=("kernels", "reduce", "transpose", "steps"))
+    parser.add_argument("mode", choices=("kernels", "reduce", "transpose", "steps", "sgemm"))
     parser.add_argument("--short", action="store_true", help="fewer sizes (for the test suite)")
     args = parser.parse_args(argv)
     rng = np.random.default_rng()
@@ -182,6 +201,7 @@ def main(argv: list[str] | None = None) -> int:
         "reduce": [lambda: reductions(checks, rng, SHORT_REDUCTIONS if short else REDUCTIONS)],
         "transpose": [lambda: transposes(checks, rng, SHORT_TRANSPOSES if short else TRANSPOSES)],
         "steps": [lambda: reduction_steps(checks, rng, SHORT_REDUCTIONS if short else REDUCTIONS)],
+        "sgemm": [lambda: sgemm_kernels(checks, rng, SHORT_SGEMM_MATRICES if short else SGEMM_MATRICES)],
     }
     for step in plan[args.mode]:
         step()

@@ -1,0 +1,182 @@
+"""Tutorial 14 -- an fp32 matrix multiply (SGEMM), step by step from naive to double-buffered warp tiles.
+
+kernels/sgemm.cu writes C = A @ B nine times, each kernel changing one thing, and this tutorial walks them
+in order: for each step it prints the source (between the file's "// [step NN]" markers), what changed and
+why, what the compiler made of it (registers, spills, shared memory, blocks per SM), runs it on fresh
+random matrices, checks every element against numpy's float64 product, and times it with CUDA events --
+next to torch.matmul (cuBLAS, TF32 off) when torch is installed. The last step leaves fp32 for tensor cores
+on TF32 inputs, and says what that costs in accuracy. The thread of the whole story is
+arithmetic intensity: a GPU multiplies far faster than it loads, so each step makes every loaded value
+feed more multiply-adds, or makes the loads themselves cheaper. The full measurement (4096^3, a tall
+skinny shape, every tile configuration) is bench/sgemm.py; the launch table the steps share is
+rawcuda/sgemm.py.
+
+Run:  python tutorials/14_sgemm_progression.py [--step]
+"""
+
+from __future__ import annotations
+
+import statistics
+
+import numpy as np
+from _tutorial import Tutorial, run
+
+import rawcuda
+from rawcuda import Device, DeviceBuffer, Event, ops, sgemm
+from rawcuda.context import default_context
+
+SIZE = 2048  # M = N = K: 17 GFLOP per product, a few ms for the later steps (the tutorial stays under ~30 s)
+ODD = 2047  # a size float4 kernels cannot take (rows that do not start on 16 bytes)
+REPS = 5  # timed launches per step (the median is shown)
+BAR = 50  # characters of the fastest row's bar in the summary
+ROOT = rawcuda.kernels.KERNEL_DIR.parent.parent
+SOURCES = ROOT / "kernels"
+
+WHY = {
+    "sgemm_01_naive": "a first, correct kernel: K loads of A and K of B per output, and a warp's 32 A loads are "
+    "K floats apart (uncoalesced): memory transactions, not arithmetic, set the pace",
+    "sgemm_02_coalesced": "only the thread roles swap: a warp's B loads and C stores become one 128-byte "
+    "transaction each, and its A loads a single broadcast address",
+    "sgemm_03_smem": "each value of A and B is fetched from memory once per block and then read 32 times from "
+    "shared memory; but it is one shared load per FMA, and shared memory becomes the limit",
+    "sgemm_04_reg1d": "8 outputs per thread in registers: one shared load of B feeds 8 FMAs",
+    "sgemm_05_reg2d": "an 8 x 8 block per thread: 16 shared loads feed 64 FMAs, and a 128 x 128 block tile serves "
+    "each global value to 128 outputs",
+    "sgemm_06_float4": "16-byte loads and stores (a quarter of the instructions); A is stored transposed so that "
+    "shared reads are float4s too",
+    "sgemm_07_warptile": "each warp owns a 32 x 64 tile and its lanes interleaved 4 x 4 blocks: a warp's float4 "
+    "shared reads cover 128 consecutive bytes (no bank conflicts), and fewer distinct values per warp",
+    "sgemm_08_double_buffer": "two shared stages: the next tile's global loads are in flight while this one is "
+    "multiplied, and one barrier per K-step instead of two",
+    "sgemm_09_tf32": "a different machine: tensor cores multiply a 16 x 8 by 8 x 8 tile per warp instruction, on "
+    "inputs rounded to TF32 (10-bit mantissas). Much faster, and no longer fp32: its error bound is (2^-9 + 2K eps) "
+    "times |A| @ |B|, where fp32's is K eps -- compared here with torch.matmul with TF32 allowed",
+}
+
+
+def excerpt(path_name: str, start: str, end: str) -> str:
+    """The lines between two markers of a kernel source (sources are not part of an installed package)."""
+    path = SOURCES / path_name
+    if not path.exists():
+        return f"({path} is not here: the kernel sources come with a source checkout)"
+    text = path.read_text()
+    return text[text.index(start) + len(start) : text.index(end)].strip("\n")
+
+
+def timed_ms(work: object) -> float:
+    start, end = Event(), Event()
+    work()  # warm-up: the first launch of a kernel may load it
+    times = []
+    for _ in range(REPS):
+        start.record()
+        work()
+        end.record()
+        times.append(start.elapsed_ms(end))
+    start.close()
+    end.close()
+    return statistics.median(times)
+
+
+def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int, tf32: bool) -> float | None:
+    """torch.matmul (cuBLAS) on the same memory, TF32 off (or on); None without torch (it is optional here)."""
+    try:
+        import torch
+    except ImportError:
+        return None
+    torch.backends.cuda.matmul.allow_tf32 = tf32
+    ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
+    try:
+        return flops / timed_ms(lambda: torch.matmul(ta, tb, out=tc)) / 1e9
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = False
+
+
+def main(t: Tutorial) -> None:
+    t.step(f"the problem: C = A @ B at {SIZE}^3, and the budget")
+    flops = 2 * SIZE**3
+    t.say(
+        f"{flops / 1e9:.1f} GFLOP per product (a multiply and an add per term); A, B and C are "
+        f"{3 * SIZE * SIZE * 4 / 2**20:.0f} MiB. Moving them once at ~4 TB/s takes ~0.01 ms, the arithmetic "
+        f"at an H200's fp32 peak (~67 TFLOP/s) {flops / 67e12 * 1e3:.2f} ms, ~20x longer: a good kernel is "
+        "bound by its arithmetic. But a kernel that reloads a row of A and a column of B for every output "
+        "moves 8 bytes per 2 flops, and runs at memory speed. Each step below reuses what it loads more."
+    )
+    dev = Device(0)  # the first driver call: without a GPU the tutorial stops here, with status 77
+    t.say(f"GPU: {dev.name}, {dev.multiprocessor_count} SMs")
+    rng = np.random.default_rng()
+    a = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
+    b = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expected, magnitude = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    t.say(
+        "every result is checked element by element: |C - A@B| <= K * eps * (|A| @ |B|), eps = 2^-23, the bound "
+        "of a K-term float32 dot product (rawcuda.sgemm's error_bound, which also gives step 09's TF32 bound)"
+    )
+    da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty((SIZE, SIZE))
+    peers = {tf32: torch_tflops(da, db, dc, flops, tf32) for tf32 in (False, True)}
+    t.say(
+        f"torch.matmul (cuBLAS): {peers[False]:.1f} TFLOP/s with TF32 off, {peers[True]:.1f} with TF32 on"
+        if peers[False] and peers[True]
+        else "torch is not installed: no peer"
+    )
+
+    speeds: dict[str, float] = {}
+    previous = None
+    for spec in sgemm.STEPS:
+        number = spec.name.split("_")[1]
+        t.step(f"step {number}: {spec.summary}")
+        t.say(excerpt("sgemm.cu", f"// [step {number}]", f"// [end {number}]"))
+        if spec.name == "sgemm_08_double_buffer":
+            t.say("... and the heart of the template it instantiates (kernels/sgemm_tile.cuh):")
+            t.say(excerpt("sgemm_tile.cuh", "// [pipeline]", "// [end pipeline]"))
+        t.say(f"why: {WHY[spec.name]}")
+        fn = ops.kernel(sgemm.STEM, spec.name, default_context())
+        t.say(
+            f"block {spec.block}, tile {spec.tile[0]} x {spec.tile[1]}, grid {spec.grid(SIZE, SIZE)}; "
+            f"{fn.num_regs} registers, {fn.local_size_bytes} B spilled, {fn.shared_size_bytes} B shared, "
+            f"{fn.max_active_blocks_per_sm(spec.threads)} blocks per SM"
+        )
+        dc.fill(np.float32(np.nan))
+        ops.matmul(dc, da, db, kernel=spec.name)
+        error = np.abs(dc.to_array() - expected)
+        t.check(
+            bool(np.all(error <= spec.error_bound(SIZE) * magnitude)), f"{spec.name}: every element within its bound"
+        )
+        t.say(f"largest error: {float(np.max(error / magnitude)):.2g} x (|A| @ |B|)")
+        speeds[spec.name] = flops / timed_ms(lambda s=spec: ops.matmul(dc, da, db, kernel=s.name)) / 1e9
+        gain = f", {speeds[spec.name] / speeds[previous]:.1f}x step before" if previous else ""
+        peer = peers[spec.tf32]
+        share = f", {speeds[spec.name] / peer:.0%} of torch{' with TF32' if spec.tf32 else ''}" if peer else ""
+        t.say(f"{speeds[spec.name]:.2f} TFLOP/s{gain}{share}")
+        previous = spec.name
+
+    t.step("what the float4 steps cannot take, and what ops.matmul does about it")
+    with DeviceBuffer.zeros((ODD, ODD)) as odd:
+        try:
+            ops.matmul(odd, odd, odd, kernel="sgemm_07_warptile")
+            t.check(False, "a float4 kernel must refuse N = K = 2047")
+        except ValueError as exc:
+            t.say(f"ValueError: {exc}")
+            t.check("multiples of 4" in str(exc), "refused before launching, with the reason")
+        chosen = ops.matmul_kernel(odd, odd, odd)
+    t.say(
+        f"ops.matmul runs {ops.MATMUL_KERNEL} (step 08's template at the tiles the benchmark found fastest) when "
+        f"it can, and its single-float twin otherwise: here {chosen.name}"
+    )
+    t.check(not chosen.vector, "an odd size goes to the any-input kernel")
+
+    t.step("the progression at a glance")
+    rows = dict(speeds)
+    for tf32, peer in peers.items():
+        if peer:
+            rows["torch.matmul, TF32" if tf32 else "torch.matmul"] = peer
+    fastest = max(rows.values())
+    for name, speed in rows.items():
+        t.say(f"{name:24s} {speed:7.2f} TFLOP/s {'#' * max(1, round(BAR * speed / fastest))}")
+    t.say("(speeds are measurements of this GPU, this run: bench/sgemm.py measures them properly)")
+    for buf in (da, db, dc):
+        buf.close()
+
+
+if __name__ == "__main__":
+    run(main, "Tutorial 14: SGEMM, step by step")
