@@ -52,8 +52,12 @@ REDUCE_BLOCKS_PER_SM = 4  # one full wave of 256-thread reduction blocks (see ke
 # 4), and the one it runs for every other input: entries of rawcuda.sgemm.KERNELS. Chosen by measurement --
 # bench/sgemm.py times every configuration next to torch.matmul; put the fastest float4 kernel and the
 # fastest any-input kernel here (the names are the whole choice: grid and block come from the table).
-MATMUL_KERNEL = "sgemm_tune_128x128x8_32x64_8x8"  # to be confirmed by the first H200 run of bench/sgemm.py
-MATMUL_ANY_KERNEL = "sgemm_any_128x128x8_32x64_8x8"
+# Chosen by bench/sgemm.py on the H200 (bench/results/2026-12-01-NVIDIA_H200-sgemm.md): the one config that is
+# within 2 % of the best at both shapes -- 44.1 TFLOP/s at 4096^3 (87 % of torch, TF32 off; the best, 256x128,
+# 45.3) and 38.1 at 32768x64x4096 (87 %, the best there). For inputs float4 cannot take: 33.9 / 17.6 vs
+# 30.6 / 28.6 TFLOP/s -- the 64x64 twin loses 10 % on squares and gains 60 % on the tall shape.
+MATMUL_KERNEL = "sgemm_tune_128x64x16_64x32_8x8"
+MATMUL_ANY_KERNEL = "sgemm_any_64x64x16_32x32_8x4"
 TRANSPOSE_TILE = 32  # block (32, 8), each thread covers 4 rows of a 32x32 tile
 TRANSPOSE_THREADS = (32, 8)
 #: ops.transpose's variants -> the kernel in kernels/transpose.cu. "naive" -> "unpadded" is the coalescing

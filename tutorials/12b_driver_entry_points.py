@@ -85,9 +85,15 @@ def main(t: Tutorial) -> None:
         f'cuGetProcAddress("{NO_SUCH_FUNCTION}", ..) -> {code} ({c_name(code)}), status '
         f"{ProcAddressQueryResult(status).name}, fn {describe(address)}"
     )
+    # Measured on the H200 (driver 580.159): the same call returned CUDA_ERROR_NOT_FOUND in one process and
+    # CUDA_SUCCESS in another -- the status and the NULL pointer were the same both times. So the status is
+    # the answer to read; the code alone does not say whether a function was found.
+    t.say("the code may be CUDA_ERROR_NOT_FOUND or CUDA_SUCCESS (both seen on one driver): read the status")
     t.check(
-        code == Result.ERROR_NOT_FOUND and status == ProcAddressQueryResult.SYMBOL_NOT_FOUND and not address,
-        "an unknown name: CUDA_ERROR_NOT_FOUND, and the status says which kind of not found",
+        code in (Result.SUCCESS, Result.ERROR_NOT_FOUND)
+        and status == ProcAddressQueryResult.SYMBOL_NOT_FOUND
+        and not address,
+        "an unknown name: no function, and the status says which kind of not found",
     )
 
     t.step("rawcuda: the table binds the symbol cuda.h selects; proc_address asks the driver")
