@@ -28,7 +28,7 @@ PEER_TFLOPS = 50.0
 
 
 def load_script(name: str) -> ModuleType:
-    if str(BENCH) not in sys.path:  # the bench scripts import each other from their folder (run_all: progressions_report)
+    if str(BENCH) not in sys.path:  # the bench scripts import each other from their folder (run_all.py does)
         sys.path.insert(0, str(BENCH))
     spec = importlib.util.spec_from_file_location(f"bench_{name}", BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
