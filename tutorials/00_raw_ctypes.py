@@ -270,14 +270,15 @@ def main(t: Tutorial) -> None:
         skip(f"OSError: {str(exc).splitlines()[0]}")
     t.say(
         f"opened {requested!r} -> {mapped_file(requested)}\n"
-        f"Why {SONAME} and not libcuda.so? The driver installs libcuda.so.<version> and registers its soname,\n"
-        "libcuda.so.1, with the loader. The bare libcuda.so is a name for *linking* (-lcuda); on a machine with\n"
+        f"Why {SONAME} and not libcuda.so? The driver installs libcuda.so.<version>, and the loader finds it by\n"
+        "its soname, libcuda.so.1. The bare libcuda.so is a name for *linking* (-lcuda); on a machine with\n"
         "only the toolkit, the file of that name is the toolkit's stub (lib64/stubs/libcuda.so), whose every\n"
         "function returns CUDA_ERROR_STUB_LIBRARY (34). Nothing is declared yet: ctypes knows only names."
     )
 
     t.step("a bare call before any declaration: cuInit(0)")
     result = lib.cuInit(0)
+    t.term("CUresult")
     t.say(
         f"lib.cuInit(0) -> {result!r} (a Python int: the CUresult; 0 is CUDA_SUCCESS)\n"
         "It works undeclared only because ctypes' guesses happen to be right here: with no argtypes every\n"
@@ -342,8 +343,8 @@ def main(t: Tutorial) -> None:
         f"in:  undeclared abs({TOO_BIG_FOR_INT:#x}) {outcome}\n"
         "     With no argtypes a Python int travels as a 32-bit C int: on 64-bit Linux the high bits are\n"
         "     silently dropped (a 32-bit `long`, as on Windows, raises instead). Undeclared, cuMemAlloc_v2(&p,\n"
-        "     4 GiB + 5) would hand the driver a size_t whose low half is 5 and whose high half is whatever the\n"
-        "     register held -- so this tutorial never makes that call."
+        "     4 GiB + 5) would hand the driver a size_t whose low half is 5 and whose high half is whatever\n"
+        "     the CPU left there -- so this tutorial never makes that call."
     )
     t.check(outcome != f"-> {TOO_BIG_FOR_INT}", "an undeclared call does not pass a 33-bit int through intact")
     buf = ctypes.create_string_buffer(LIBC_BUFFER_BYTES)
@@ -361,6 +362,7 @@ def main(t: Tutorial) -> None:
         "     memory. Driver functions return CUresult, so their pointers come back through out-parameters --\n"
         "     but NVRTC's nvrtcGetErrorString returns a const char *, and needs restype = c_char_p."
     )
+    t.term("NVRTC")
     t.check(as_ptr == address and as_int == c_int(address).value, "c_void_p keeps the pointer; c_int cuts it")
 
     t.step("why cuMemAlloc is really cuMemAlloc_v2")
@@ -428,6 +430,9 @@ def main(t: Tutorial) -> None:
     ctx = CUcontext()
     lib.cuDevicePrimaryCtxRetain(byref(ctx), dev)
     lib.cuCtxSetCurrent(ctx)
+    t.term("context")
+    t.term("primary context")
+    t.term("current context")
     create_exports = [
         s for s in ("cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4") if hasattr(lib, s)
     ]
@@ -465,6 +470,7 @@ def main(t: Tutorial) -> None:
     t.check(oom.code == CUDA_ERROR_OUT_OF_MEMORY, f"asking for 1 TiB fails with {CUDA_ERROR_OUT_OF_MEMORY}")
 
     t.step("copy a and b to the device; poison c with NaN, so a kernel that writes nothing cannot pass")
+    t.term("kernel")
     rng = np.random.default_rng()
     a = rng.standard_normal(N, dtype=np.float32)
     b = rng.standard_normal(N, dtype=np.float32)
@@ -478,6 +484,7 @@ def main(t: Tutorial) -> None:
     )
 
     t.step("load the PTX with cuModuleLoadData and find the kernel with cuModuleGetFunction")
+    t.term("PTX")
     ptx = PTX_FILE.read_bytes() + b"\0"  # the driver reads PTX as a C string: it must end with a NUL
     entry = re.search(rb"\.entry vector_add\((.*?)\)", ptx, re.S)
     params_text = " ".join(entry.group(1).decode().split()) if entry else "(no .entry vector_add found)"
@@ -514,6 +521,11 @@ def main(t: Tutorial) -> None:
     grid = (N + BLOCK - 1) // BLOCK
     lib.cuLaunchKernel(kernel, grid, 1, 1, BLOCK, 1, 1, 0, None, kernel_params, None)
     lib.cuCtxSynchronize()  # the launch is asynchronous: a fault in the kernel shows up here
+    t.term("grid")
+    t.term("block")
+    t.term("shared memory")
+    t.term("stream")
+    t.term("legacy default stream")
     t.say(
         f"grid = ceil({N:,} / {BLOCK}) = {grid:,} blocks: one thread per element, as for a naive kernel. The\n"
         "shipped kernel (tutorial 01 shows it) loops grid-stride over float4s, so any grid covers any n."

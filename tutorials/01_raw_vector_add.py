@@ -72,6 +72,8 @@ def main(t: Tutorial) -> None:
     cu.cuDeviceGetAttribute(byref(major), DeviceAttribute.COMPUTE_CAPABILITY_MAJOR, dev)
     cu.cuDeviceGetAttribute(byref(minor), DeviceAttribute.COMPUTE_CAPABILITY_MINOR, dev)
     cu.cuDeviceGetAttribute(byref(sms), DeviceAttribute.MULTIPROCESSOR_COUNT, dev)
+    t.term("SM")
+    t.term("compute capability")
     t.say(
         f"{count.value} device(s); device 0 = {name.value.decode()}, compute capability "
         f"{major.value}.{minor.value}, {sms.value} SMs"
@@ -115,6 +117,7 @@ def main(t: Tutorial) -> None:
     cu.cuMemcpyHtoDAsync(d_a, a.ctypes.data, nbytes, stream)
     cu.cuMemcpyHtoDAsync(d_b, b.ctypes.data, nbytes, stream)
     cu.cuMemsetD32Async(d_c, NAN_BITS, N, stream)
+    t.term("pageable memory")
     t.say(
         "the sources are pageable numpy arrays, so these 'async' copies are staged and return only when\n"
         "the data has been taken: safe to reuse a and b afterwards"
@@ -136,6 +139,7 @@ def main(t: Tutorial) -> None:
     )
 
     t.step("load the PTX with cuModuleLoadDataEx, handing the JIT two log buffers")
+    t.term("JIT")
     ptx_file = kernels.ptx_path("vector_add")
     ptx = ptx_file.read_bytes() + b"\0"  # the driver reads PTX as a C string: NUL-terminate it
     header = [line for line in ptx.decode().splitlines() if line.startswith((".version", ".target"))]
@@ -160,6 +164,7 @@ def main(t: Tutorial) -> None:
     cu.cuModuleGetFunction(byref(kernel), module, b"vector_add")
     regs = c_int()
     cu.cuFuncGetAttribute(byref(regs), FunctionAttribute.NUM_REGS, kernel)
+    t.term("register")
     t.say(f"function {kernel.value:#x}, {regs.value} registers per thread")
 
     t.step("pack the arguments: an array of void*, each pointing at one argument's *value*")

@@ -109,6 +109,11 @@ def main(t: Tutorial) -> None:
     measured: list[tuple[ReduceStep, float]] = []
     for step in STEPS:
         t.step(f"step {step.number}, {step.kernel}: {step.change}")
+        if step.number == 1:  # its source is about warps and their lanes idling
+            t.term("warp")
+            t.term("lane")
+        elif step.number == 2:  # its change: strided shared-memory accesses
+            t.term("bank conflict")
         show_step(t, step)
         with Reduction(step, x) as reduction:
             reduction.poison()  # a partial sum a pass forgets to write would turn the total into NaN

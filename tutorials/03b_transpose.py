@@ -113,6 +113,8 @@ def main(t: Tutorial) -> None:
     }
     for variant, lesson in lessons.items():
         t.step(f"{ops.TRANSPOSE_VARIANTS[variant]}: {lesson}")
+        if variant == "naive":  # a warp's stores a column apart: the opposite of coalesced
+            t.term("coalescing")
         out.fill(np.float32(np.nan))  # poisoned: an element never written stays NaN and fails the check
         ops.transpose(out, x, variant=variant)
         t.check(bool(np.array_equal(out.to_array(), host.T)), f"every element of the {variant} transpose is exact")

@@ -60,6 +60,7 @@ def main(t: Tutorial) -> None:
     max_threads = device.attribute(DeviceAttribute.MAX_THREADS_PER_MULTIPROCESSOR)
     max_blocks = device.attribute(DeviceAttribute.MAX_BLOCKS_PER_MULTIPROCESSOR)
     fn = ops.kernel("occupancy", "copy_one_per_thread", ctx)
+    t.term("occupancy")
     t.say(
         f"{device.name}: {device.multiprocessor_count} SMs, each at most {max_threads} resident threads and "
         f"{max_blocks} resident blocks\nthe kernel: {fn.num_regs} registers per thread, "

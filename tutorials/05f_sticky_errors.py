@@ -140,6 +140,7 @@ def main(t: Tutorial) -> None:
     b = rng.standard_normal(N, dtype=np.float32)
     da, db = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b)
     dc = DeviceBuffer.empty(N, np.float32)
+    t.term("sticky error")
     t.say(f"device 0: {ctx.device.name}; the codes rawcuda treats as sticky (rawcuda/ffi/results.py, from cuda.h):")
     listing = ", ".join(f"{code.name.removeprefix('ERROR_')}({int(code)})" for code in sorted(STICKY))
     t.say(textwrap.fill(listing, WRAP, initial_indent="  ", subsequent_indent="  "))

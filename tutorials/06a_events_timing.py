@@ -73,6 +73,7 @@ def main(t: Tutorial) -> None:
     t.say(f"device 0: {ctx.device.name}; y = {ALPHA} * x + y on {TIMING_N:,} floats, {TIMING_LAUNCHES} times per burst")
 
     t.step("by hand: cuEventCreate, cuEventRecord around the burst, cuEventSynchronize, cuEventElapsedTime_v2")
+    t.term("event")
     libcuda = ctypes.CDLL(cu.library().path)  # the same libcuda rawcuda opened
     cuEventCreate = declare(libcuda, "cuEventCreate", POINTER(c_void_p), c_uint)
     cuEventRecord = declare(libcuda, "cuEventRecord", c_void_p, c_void_p)

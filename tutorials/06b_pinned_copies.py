@@ -75,6 +75,7 @@ def main(t: Tutorial) -> None:
     t.say(f"device 0: {ctx.device.name}")
 
     t.step("by hand: cuMemHostAlloc, a numpy view of it, and cuMemcpyHtoDAsync_v2 from each kind of memory")
+    t.term("pinned memory")  # what cuMemHostAlloc allocates
     libcuda = ctypes.CDLL(cu.library().path)  # the same libcuda rawcuda opened
     cuMemHostAlloc = declare(libcuda, "cuMemHostAlloc", POINTER(c_void_p), c_size_t, c_uint)
     cuMemFreeHost = declare(libcuda, "cuMemFreeHost", c_void_p)

@@ -320,6 +320,7 @@ def rule_7(t: Tutorial, data: np.ndarray) -> None:
     after = free_before - primary.mem_info()[0]
     t.say(f"after `del view`: {after / MIB:.0f} MiB")
     t.check(after < MEMINFO_SLACK, "the context was destroyed with its last view")
+    t.term("managed memory")  # the note below names it, before tutorial 11a teaches it
     t.say(
         "two things no view survives: a sticky error (rawcuda never calls into a poisoned context, so the\n"
         "memory stays mapped and is not freed) and fork() -- the driver does not map pinned or managed\n"

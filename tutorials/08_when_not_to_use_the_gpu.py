@@ -405,6 +405,7 @@ def memory_path(t: Tutorial, rate: dict[str, float], dev: rawcuda.Device) -> Non
     registers = dev.attribute(DeviceAttribute.MAX_REGISTERS_PER_MULTIPROCESSOR)
     sms = dev.attribute(DeviceAttribute.MULTIPROCESSOR_COUNT)
     column = 46  # where the measured rates start
+    t.term("L2")
     t.say(
         "\n".join(
             [

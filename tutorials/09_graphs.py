@@ -164,6 +164,7 @@ def wall_us(work: object, stream: Stream) -> float:
 def raw_kernel_node(t: Tutorial, rng: np.random.Generator) -> None:
     """Steps 1-3: the struct by hand, one node added with it by hand, then the same node with rawcuda's class."""
     t.step("raw ctypes first: CUDA_KERNEL_NODE_PARAMS written out as a ctypes.Structure")
+    t.term("graph")  # the struct describes one kernel node of one
     t.say(layout_text(KernelNodeParams))
     t.check(
         ctypes.sizeof(KernelNodeParams) == ctypes.sizeof(CUDA_KERNEL_NODE_PARAMS)
@@ -275,6 +276,7 @@ def main(t: Tutorial) -> None:
     )
 
     t.step("capture: the same Python code inside `with capture(stream) as graph:` records instead of running")
+    t.term("capture")
     p.poison(stream)
     stream.synchronize()
     with capture(stream) as graph:  # cuStreamBeginCapture ... cuStreamEndCapture

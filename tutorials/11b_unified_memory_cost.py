@@ -227,6 +227,7 @@ def report(t: Tutorial, cases: list[Case], nbytes: int) -> None:
     copy_rate = moved / (explicit.place / MS_PER_S) / BYTES_PER_GB
     prefetch_rate = moved / (prefetched.place / MS_PER_S) / BYTES_PER_GB
     touch_rate = moved / (first_touch.cold / MS_PER_S) / BYTES_PER_GB
+    t.term("page fault")
     t.say(
         f"bringing a and b ({moved >> 20} MiB) to the GPU: pinned copies {copy_rate:.1f} GB/s, prefetch "
         f"{prefetch_rate:.1f} GB/s,\nfirst touch (page faults during the kernel) {touch_rate:.1f} GB/s"

@@ -164,6 +164,7 @@ def main(t: Tutorial) -> None:
     expressions = ("scale_add<float>", "scale_add<double>")
     result = nvrtc.compile(SOURCE, name="scale_add.cu", options=OPTIONS, name_expressions=expressions)
     t.say(f"options: {' '.join(result.options)}")
+    t.term("cubin")  # what NVRTC could have made instead of PTX: the check below says it did not
     t.say(
         "compile log (warnings show up even when compilation succeeds):\n  "
         + (result.log.replace("\n", "\n  ") if result.log else "(empty)")

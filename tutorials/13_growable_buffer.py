@@ -118,6 +118,7 @@ def free_mib() -> float:
 
 def main(t: Tutorial) -> None:
     t.step("raw ctypes first: CUmemAllocationProp written out as nested ctypes Structures")
+    t.term("VMM")  # the struct describes the physical memory cuMemCreate makes
     t.say(
         "offset size field\n"
         + "\n".join(f"  {offset:3}  {size:2}  {name}" for name, offset, size in layout(MemAllocationProp))
@@ -207,6 +208,7 @@ def main(t: Tutorial) -> None:
         f"vector_add over {buf.size:,} elements spanning {len(buf.chunks)} separately mapped chunks",
     )
     cai = buf.__cuda_array_interface__
+    t.term("CAI")
     t.say(f"__cuda_array_interface__: data={cai['data'][0]:#x}, shape={cai['shape']} -- torch/CuPy can share it")
     for obj in (out, other):
         obj.close()

@@ -1,8 +1,12 @@
 """docs/glossary.md: every term issue 13 named is defined, in the shape tutorials/_glossary.py reads, and the
-tutorials' ``t.term(...)`` calls name its terms -- in the first tutorial that uses each.
+tutorials' ``t.term(...)`` calls define each word the learning path uses -- in the first tutorial that prints
+it, at the step that first prints it.
 
-The tutorials are read, not run (``ast``): the names a tutorial prints are the string literals of its
-``t.step``/``t.say``/``t.check``/``t.term`` calls, f-string pieces included.
+The tutorials are read, not run (``ast``): what a tutorial prints is the string literals of its
+``t.step``/``t.say``/``t.check``/``t.term`` calls -- f-string pieces included, and the text of a module-level
+constant a call names (``t.say(SHUFFLE_TREE)``) -- with line breaks read as spaces. Text a tutorial prints from
+data (a kernel's source, a table from rawcuda) is out of sight; where such text uses a term, the tutorial's
+own ``t.term`` call there is what prints the word, and so what this test sees.
 """
 
 from __future__ import annotations
@@ -130,36 +134,131 @@ def test_links_are_githubs_heading_anchors(heading: str, anchor: str) -> None:
 
 
 # --- the tutorials' t.term calls ---------------------------------------------------------------------------------
+# The words the learning path uses (issue 13): each must be defined by a t.term call in some tutorial. With the
+# rules below, that is the first tutorial (in file order: 00, 01, 02, 03a ... 13) that prints it.
+INTRODUCED = [
+    "CUresult",
+    "NVRTC",
+    "context",
+    "primary context",
+    "current context",
+    "kernel",
+    "PTX",
+    "grid",
+    "block",
+    "shared memory",
+    "stream",
+    "legacy default stream",
+    "SM",
+    "compute capability",
+    "pageable memory",
+    "JIT",
+    "register",
+    "warp",
+    "lane",
+    "bank conflict",
+    "coalescing",
+    "occupancy",
+    "sticky error",
+    "event",
+    "pinned memory",
+    "unified memory",
+    "L2",
+    "graph",
+    "capture",
+    "page fault",
+    "cubin",
+    "VMM",
+    "CAI",
+]
+
+
+def parse(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
 def calls(path: Path, methods: set[str]) -> list[ast.Call]:
-    tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     return [
         node
-        for node in ast.walk(tree)
+        for node in ast.walk(parse(path))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in methods
     ]
 
 
+def constants(path: Path) -> dict[str, str]:
+    """The module-level names bound to text (``SHUFFLE_TREE = \"\"\"...\"\"\"``): printing the name prints it."""
+    named = {}
+    for node in parse(path).body:
+        targets = (
+            node.targets if isinstance(node, ast.Assign) else [node.target] if isinstance(node, ast.AnnAssign) else []
+        )
+        pieces = [n.value for n in ast.walk(node) if isinstance(n, ast.Constant) and isinstance(n.value, str)]
+        for target in targets:
+            if isinstance(target, ast.Name) and pieces and node.value is not None:
+                named[target.id] = "\n".join(pieces)
+    return named
+
+
+def call_text(call: ast.Call, named: dict[str, str]) -> str:
+    """What one printing call prints, as far as its source says, with every run of whitespace one space (a
+    message may break a term across two lines)."""
+    pieces = []
+    for arg in call.args:
+        for node in ast.walk(arg):
+            if isinstance(node, ast.Constant) and isinstance(node.value, str):
+                pieces.append(node.value)
+            elif isinstance(node, ast.Name) and node.id in named:
+                pieces.append(named[node.id])
+    return " ".join(" ".join(pieces).split())
+
+
 def printed_text(path: Path) -> str:
-    """The string literals a tutorial prints through the frame, joined."""
-    pieces = [
-        node.value
-        for call in calls(path, PRINTING_METHODS)
-        for arg in call.args
-        for node in ast.walk(arg)
-        if isinstance(node, ast.Constant) and isinstance(node.value, str)
-    ]
-    return "\n".join(pieces)
+    """Everything a tutorial prints through the frame, as far as its source says, joined."""
+    named = constants(path)
+    return "\n".join(call_text(call, named) for call in calls(path, PRINTING_METHODS))
+
+
+def run_order(path: Path) -> list[ast.Call]:
+    """The printing calls of a tutorial in the order a run reaches them, as far as the source says: ``main``'s
+    body in order (the module's, for a file without one), each call of another function of the file followed
+    into it, both branches of an ``if``, a loop's body once, a call's arguments before the call."""
+    tree = parse(path)
+    functions = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    found: list[ast.Call] = []
+
+    def visit(node: ast.AST, inside: frozenset[str]) -> None:
+        for child in ast.iter_child_nodes(node):
+            visit(child, inside)
+            if not isinstance(child, ast.Call):
+                continue
+            if method(child) in PRINTING_METHODS:
+                found.append(child)
+            elif isinstance(child.func, ast.Name) and child.func.id in functions and child.func.id not in inside:
+                visit(functions[child.func.id], inside | {child.func.id})  # not into itself: no recursion
+
+    visit(functions.get("main", tree), frozenset({"main"}))
+    return found
+
+
+def method(call: ast.Call) -> str:
+    """``step`` for ``t.step(...)``; empty for a call that is not a method call."""
+    return call.func.attr if isinstance(call.func, ast.Attribute) else ""
+
+
+def term_name(call: ast.Call, path: Path) -> str:
+    """The glossary entry a t.term call names (its first argument must be a string literal, to be checked)."""
+    first = call.args[0] if call.args else None
+    assert isinstance(first, ast.Constant) and isinstance(first.value, str), (
+        f"{path.name}:{call.lineno}: t.term's first argument must be a string literal, so this test can check it"
+    )
+    return glossary.lookup(first.value).name
 
 
 def introduced(path: Path) -> dict[str, str]:
     """The glossary entries a tutorial's t.term calls introduce: {entry name: the name the call used}."""
-    found: dict[str, str] = {}
+    found = {}
     for call in calls(path, {"term"}):
-        first = call.args[0] if call.args else None
-        assert isinstance(first, ast.Constant) and isinstance(first.value, str), (
-            f"{path.name}:{call.lineno}: t.term's first argument must be a string literal, so this test can check it"
-        )
-        found[glossary.lookup(first.value).name] = first.value
+        found[term_name(call, path)] = ast.literal_eval(call.args[0])
     return found
 
 
@@ -173,15 +272,38 @@ def mentions(text: str, names: tuple[str, ...]) -> bool:
 
 def first_use_problems(paths: list[Path]) -> list[str]:
     """For each term some tutorial introduces with t.term: the first tutorial (in order) that prints the term
-    must be the one that introduces it. A term no tutorial introduces is not checked (yet)."""
+    must be the one that introduces it."""
     introduced_in = {path: introduced(path) for path in paths}
+    printed = {path: printed_text(path) for path in paths}
     problems = []
     for name in sorted({name for found in introduced_in.values() for name in found}):
         names = glossary.lookup(name).names
-        first = next(path for path in paths if mentions(printed_text(path), names))
+        first = next(path for path in paths if mentions(printed[path], names))
         if name not in introduced_in[first]:
             later = [path.name for path in paths if name in introduced_in[path]]
             problems.append(f"{name!r} is first printed by {first.name}, but introduced with t.term in {later}")
+    return problems
+
+
+def placement_problems(path: Path) -> list[str]:
+    """Within one tutorial, in run order: each term's t.term call runs in the step that first prints the term
+    (after the title that uses it is fine), not one or more steps later."""
+    order = run_order(path)
+    named = constants(path)
+    problems = []
+    for name, used in introduced(path).items():
+        names = glossary.lookup(name).names
+        term_at = next((i for i, c in enumerate(order) if method(c) == "term" and term_name(c, path) == name), None)
+        if term_at is None:
+            problems.append(f"{path.name}: t.term({used!r}) is not reached from main (call it in a step's own code)")
+            continue
+        first = next(i for i, call in enumerate(order) if mentions(call_text(call, named), names))
+        later_steps = [c for c in order[first + 1 : term_at + 1] if method(c) == "step"]
+        if later_steps:
+            problems.append(
+                f"{path.name}: {name!r} is first printed at line {order[first].lineno}, but t.term({used!r}) at line "
+                f"{order[term_at].lineno} runs {len(later_steps)} step(s) later"
+            )
     return problems
 
 
@@ -192,6 +314,30 @@ def test_every_term_a_tutorial_introduces_is_in_the_glossary(path: Path) -> None
 
 def test_each_introduced_term_is_introduced_where_it_is_first_printed() -> None:
     assert not first_use_problems(TUTORIALS), "\n".join(first_use_problems(TUTORIALS))
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_each_term_is_introduced_in_the_step_that_first_prints_it(path: Path) -> None:
+    assert not placement_problems(path), "\n".join(placement_problems(path))
+
+
+@pytest.mark.parametrize("name", INTRODUCED)
+def test_every_word_of_the_path_is_introduced_by_some_tutorial(name: str) -> None:
+    everywhere = {entry for path in TUTORIALS for entry in introduced(path)}
+    assert glossary.lookup(name).name in everywhere, (
+        f"no tutorial calls t.term({name!r}): add it where it is first used"
+    )
+
+
+def test_the_glossary_lists_the_tutorials_that_introduce_its_terms() -> None:
+    missing = []
+    for path in TUTORIALS:
+        number = path.stem.split("_", 1)[0]  # "03e"; the glossary may list it as "03e" or as "03"
+        for name in introduced(path):
+            listed = glossary.lookup(name).tutorials
+            if not any(number == n or (n.isdigit() and number[:2] == n) for n in listed):
+                missing.append(f"{name}: *Tutorials:* {', '.join(listed) or NONE_YET} lacks {number}")
+    assert not missing, "docs/glossary.md, " + "; ".join(missing)
 
 
 def test_the_first_use_rule_catches_a_late_introduction(tmp_path: Path) -> None:
@@ -209,3 +355,33 @@ def test_the_first_use_rule_catches_a_late_introduction(tmp_path: Path) -> None:
     assert first_use_problems([early, late]) == [
         "'SM' is first printed by 01_early.py, but introduced with t.term in ['02_late.py']"
     ]
+    early.write_text('TREE = """lanes 0..31 of a\nwarp"""\nt.say(TREE)\n')  # a named constant; a broken line
+    late.write_text('t.term("warp")\n')
+    assert first_use_problems([early, late]) == [
+        "'warp' is first printed by 01_early.py, but introduced with t.term in ['02_late.py']"
+    ]
+
+
+def test_the_placement_rule_follows_the_run(tmp_path: Path) -> None:
+    path = tmp_path / "03_steps.py"
+    path.write_text(
+        "def main(t):\n"
+        "    t.step('the launch: 8 warps per block')\n"
+        "    later(t)\n"
+        "def later(t):\n"
+        "    t.step('what came back')\n"
+        "    t.term('warp')\n"
+    )
+    assert placement_problems(path) == [
+        "03_steps.py: 'warp' is first printed at line 2, but t.term('warp') at line 6 runs 1 step(s) later"
+    ]
+    path.write_text(
+        "def main(t):\n"
+        "    t.step('the launch')\n"
+        "    first(t)\n"  # defined below main, but it runs here: the term is met in step 1
+        "    t.step('8 warps per block, again')\n"
+        "def first(t):\n"
+        "    t.say('8 warps per block')\n"
+        "    t.term('warp')\n"
+    )
+    assert placement_problems(path) == []
