@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import statistics
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -20,22 +19,15 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from rawcuda import DeviceBuffer, Event, PinnedBuffer, Stream
+from rawcuda import DeviceBuffer, PinnedBuffer, Stream, time_ms
 
 SIZES = (1 << 20, 16 << 20, 256 << 20)  # 1 MiB, 16 MiB, 256 MiB: the same as the C program
 REPS = 11
 
 
 def gbps(nbytes: int, copy: Callable[[], object], stream: Stream) -> float:
-    start, end = Event(), Event()
-    copy()  # warm-up
-    rates = []
-    for _ in range(REPS):
-        start.record(stream)
-        copy()
-        end.record(stream)
-        rates.append(nbytes / (start.elapsed_ms(end) * 1e-3) / 1e9)
-    return statistics.median(rates)
+    # REPS is odd, so the rate of the median time is the median of the rates
+    return nbytes / (time_ms(copy, reps=REPS, stream=stream).median * 1e-3) / 1e9
 
 
 def main() -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 import argparse
 import json
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -24,7 +23,7 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rawcuda
-from rawcuda import DeviceBuffer, Event, ops
+from rawcuda import DeviceBuffer, ops, time_ms
 from rawcuda.checked import cu
 
 WARMUP = 3
@@ -36,19 +35,8 @@ MATMUL_N = 4096
 
 
 def gpu_ms(work: Callable[[], object], reps: int = REPS) -> float:
-    """Median GPU milliseconds of ``work`` (queued on the legacy default stream)."""
-    start, end = Event(), Event()
-    for _ in range(WARMUP):
-        work()
-    times = []
-    for _ in range(reps):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
+    """Median GPU milliseconds of ``work`` (queued on the legacy default stream) after WARMUP runs."""
+    return time_ms(work, reps=reps, warmup=WARMUP).median
 
 
 def main() -> None:

@@ -26,7 +26,6 @@ import argparse
 import json
 import platform
 import re
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -40,7 +39,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from progressions_report import markdown, plot, targets
 
 import rawcuda
-from rawcuda import DeviceAttribute, DeviceBuffer, Event, ops
+from rawcuda import DeviceAttribute, DeviceBuffer, ops, time_ms
 from rawcuda.checked import cu
 from rawcuda.reduce_steps import STEPS, Reduction
 
@@ -67,19 +66,8 @@ EXIT_OK, EXIT_FAILED, EXIT_NO_GPU = 0, 1, 77  # 77: "skipped, no GPU", as the tu
 
 
 def gpu_ms(work: Callable[[], object], reps: int = REPS) -> float:
-    """Median GPU milliseconds of ``work`` (queued on the legacy default stream)."""
-    start, end = Event(), Event()
-    for _ in range(WARMUP):
-        work()
-    times = []
-    for _ in range(reps):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
+    """Median GPU milliseconds of ``work`` (queued on the legacy default stream) after WARMUP runs."""
+    return time_ms(work, reps=reps, warmup=WARMUP).median
 
 
 def copy_gbps(dst: DeviceBuffer, src: DeviceBuffer) -> float:

@@ -26,7 +26,6 @@ import argparse
 import json
 import math
 import platform
-import statistics
 import sys
 import time
 from collections.abc import Callable
@@ -39,7 +38,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import rawcuda  # noqa: E402
-from rawcuda import DeviceBuffer, Event, ops, sgemm  # noqa: E402
+from rawcuda import DeviceBuffer, ops, sgemm, time_ms  # noqa: E402
 from rawcuda.context import default_context  # noqa: E402
 
 SHAPES = {"square": (4096, 4096, 4096), "tall": (32768, 64, 4096)}  # (M, N, K): C is M x N
@@ -60,25 +59,9 @@ TF32_KINDS = ("tf32", "peer-tf32")
 
 def gpu_ms(work: Callable[[], object]) -> float:
     """Median milliseconds of one ``work()`` on the GPU, by CUDA events on the legacy default stream."""
-    start, end = Event(), Event()
-    try:
-        for _ in range(WARMUP):
-            work()
-        start.record()
-        work()
-        end.record()
-        first = start.elapsed_ms(end)
-        reps = max(MIN_REPS, min(MAX_REPS, math.ceil(TARGET_S * 1000 / max(first, 1e-3))))
-        times = []
-        for _ in range(reps):
-            start.record()
-            work()
-            end.record()
-            times.append(start.elapsed_ms(end))
-        return statistics.median(times)
-    finally:
-        start.close()
-        end.close()
+    first = time_ms(work, reps=1, warmup=WARMUP).median  # how long one run takes sets how many to time
+    reps = max(MIN_REPS, min(MAX_REPS, math.ceil(TARGET_S * 1000 / max(first, 1e-3))))
+    return time_ms(work, reps=reps, warmup=0).median
 
 
 class Problem:

@@ -63,6 +63,8 @@ _LAZY: dict[str, str] = {
     "default_context": "rawcuda.context",
     "Stream": "rawcuda.stream",
     "Event": "rawcuda.event",
+    "Timing": "rawcuda.event",
+    "time_ms": "rawcuda.event",
     "DeviceBuffer": "rawcuda.devicebuffer",
     "PinnedBuffer": "rawcuda.pinned",
     "ManagedBuffer": "rawcuda.managed",

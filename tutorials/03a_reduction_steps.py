@@ -17,15 +17,13 @@ Run:  python tutorials/03a_reduction_steps.py [--step]
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Event
+from rawcuda import DeviceBuffer, time_ms
 from rawcuda.reduce_steps import STEPS, ReduceStep, Reduction
 
 N = 1 << 26  # 64 Mi floats = 256 MiB: memory bandwidth, not launch cost, decides
@@ -50,21 +48,6 @@ def excerpt(source: str, name: str) -> str:
     text = (SOURCES / source).read_text()
     begin, end = f"// -- begin {name}\n", f"// -- end {name}"
     return text[text.index(begin) + len(begin) : text.index(end)].rstrip()
-
-
-def median_ms(work: Callable[[], object]) -> float:
-    """Median GPU time of ``work`` over REPS runs, after one untimed warm-up run."""
-    start, end = Event(), Event()
-    work()
-    times = []
-    for _ in range(REPS):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
 
 
 def launch_table() -> str:
@@ -102,7 +85,7 @@ def main(t: Tutorial) -> None:
     exact, abs_sum = float(host.sum(dtype=np.float64)), float(np.abs(host).sum(dtype=np.float64))
     x = DeviceBuffer.from_array(host)
     with DeviceBuffer.empty(N) as scratch:
-        copy_ms = median_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(scratch.ptr, x.ptr, x.nbytes, 0))
+        copy_ms = time_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(scratch.ptr, x.ptr, x.nbytes, 0), reps=REPS).median
     copy_gbps = 2 * x.nbytes / copy_ms / 1e6
     t.say(f"{device.name}, copy: {copy_ms:.3f} ms = {copy_gbps:.0f} GB/s (read + write; a reduction only reads)")
 
@@ -119,7 +102,7 @@ def main(t: Tutorial) -> None:
             reduction.poison()  # a partial sum a pass forgets to write would turn the total into NaN
             got, bound = reduction(), reduction.error_bound(abs_sum)
             t.check(abs(got - exact) <= bound, f"sum {got:.3f} is within {bound:.3g} of numpy's float64 {exact:.3f}")
-            ms = median_ms(reduction.run)
+            ms = time_ms(reduction.run, reps=REPS).median
             passes = reduction.grids
         gbps = x.nbytes / ms / 1e6
         measured.append((step, gbps))

@@ -20,15 +20,13 @@ Run:  python tutorials/03b_transpose.py [--step]
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Event, ops
+from rawcuda import DeviceBuffer, ops, time_ms
 
 N = 8192  # 8192 x 8192 floats = 256 MiB
 REPS = 10
@@ -43,21 +41,6 @@ def excerpt(source: str, name: str) -> str:
     text = (SOURCES / source).read_text()
     begin, end = f"// -- begin {name}\n", f"// -- end {name}"
     return text[text.index(begin) + len(begin) : text.index(end)].rstrip()
-
-
-def median_ms(work: Callable[[], object]) -> float:
-    """Median GPU time of ``work`` over REPS runs, after one untimed warm-up run."""
-    start, end = Event(), Event()
-    work()
-    times = []
-    for _ in range(REPS):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
 
 
 def bank_map(width: int) -> np.ndarray:
@@ -101,7 +84,7 @@ def main(t: Tutorial) -> None:
     device = rawcuda.Device(0)  # the first driver call: without a GPU the tutorial stops here, status 77
     host = np.random.default_rng().standard_normal((N, N), dtype=np.float32)
     x, out = DeviceBuffer.from_array(host), DeviceBuffer.empty((N, N))
-    copy_ms = median_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(out.ptr, x.ptr, x.nbytes, 0))
+    copy_ms = time_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(out.ptr, x.ptr, x.nbytes, 0), reps=REPS).median
     copy_gbps = 2 * x.nbytes / copy_ms / 1e6
     t.say(f"{device.name}, copy: {copy_ms:.3f} ms = {copy_gbps:.0f} GB/s (read + write)")
 
@@ -118,7 +101,7 @@ def main(t: Tutorial) -> None:
         out.fill(np.float32(np.nan))  # poisoned: an element never written stays NaN and fails the check
         ops.transpose(out, x, variant=variant)
         t.check(bool(np.array_equal(out.to_array(), host.T)), f"every element of the {variant} transpose is exact")
-        ms = median_ms(lambda v=variant: ops.transpose(out, x, variant=v))
+        ms = time_ms(lambda v=variant: ops.transpose(out, x, variant=v), reps=REPS).median
         speed[variant] = 2 * x.nbytes / ms / 1e6
         t.say(f"{ms:.3f} ms = {speed[variant]:.0f} GB/s read + written, {speed[variant] / copy_gbps:.0%} of the copy")
 

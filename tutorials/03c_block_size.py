@@ -18,35 +18,18 @@ Run:  python tutorials/03c_block_size.py [--step]
 
 from __future__ import annotations
 
-import statistics
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceAttribute, DeviceBuffer, Event, ops
+from rawcuda import DeviceAttribute, DeviceBuffer, ops, time_ms
 
 N = 1 << 26  # 64 Mi floats = 256 MiB read and 256 MiB written per copy
 REPS = 10
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
 SOURCE = Path(rawcuda.kernels.KERNEL_DIR).parent.parent / "kernels" / "occupancy.cu"
-
-
-def median_ms(work: Callable[[], object]) -> float:
-    """Median GPU time of ``work`` over REPS runs, after one untimed warm-up run."""
-    start, end = Event(), Event()
-    work()
-    times = []
-    for _ in range(REPS):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
 
 
 def main(t: Tutorial) -> None:
@@ -70,7 +53,7 @@ def main(t: Tutorial) -> None:
     t.step(f"{N:,} floats, and the ceiling: a device-to-device copy of the same bytes")
     host = np.random.default_rng().standard_normal(N, dtype=np.float32)
     x, out = DeviceBuffer.from_array(host), DeviceBuffer.empty(N)
-    copy_ms = median_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(out.ptr, x.ptr, x.nbytes, 0))
+    copy_ms = time_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(out.ptr, x.ptr, x.nbytes, 0), reps=REPS).median
     copy_gbps = 2 * x.nbytes / copy_ms / 1e6
     t.say(f"copy: {copy_ms:.3f} ms = {copy_gbps:.0f} GB/s (read + write)")
 
@@ -89,7 +72,7 @@ def main(t: Tutorial) -> None:
         out.fill(np.float32(np.nan))
         fn.launch(grid, block, out, x, N)
         t.check(bool(np.array_equal(out.to_array(), host)), "every element copied")
-        ms = median_ms(lambda g=grid, b=block: fn.launch(g, b, out, x, N))
+        ms = time_ms(lambda g=grid, b=block: fn.launch(g, b, out, x, N), reps=REPS).median
         gbps = 2 * x.nbytes / ms / 1e6
         rows.append((block, active, occupancy, gbps))
         t.say(f"{ms:.3f} ms = {gbps:.0f} GB/s, {gbps / copy_gbps:.0%} of the copy")

@@ -20,14 +20,12 @@ from __future__ import annotations
 
 import math
 import re
-import statistics
-from collections.abc import Callable
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Event, ops
+from rawcuda import DeviceBuffer, ops, time_ms
 
 BUILDS = {"precise": "transcendentals", "fast": "transcendentals_fast"}  # kernels/<stem>.cu
 REPS = 10
@@ -41,21 +39,6 @@ ERROR_N = 1 << 16  # elements whose error is computed in numpy
 SIN_SCALES = (math.pi, 1e3, 1e6)
 CHECK_BOUND = 1e-5  # a loose sanity bound for the in-range cases (tests/gpu/test_kernel_steps.py derives tight ones)
 PTX_MATH = re.compile(r"\b(sin|cos|ex2|lg2)\.approx(\.ftz)?\.f32")
-
-
-def median_ms(work: Callable[[], object]) -> float:
-    """Median GPU time of ``work`` over REPS runs, after one untimed warm-up run."""
-    start, end = Event(), Event()
-    work()
-    times = []
-    for _ in range(REPS):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
 
 
 def chain_reference(x: np.ndarray) -> np.ndarray:
@@ -84,7 +67,7 @@ def run_both(kernel: str, x: DeviceBuffer, out: DeviceBuffer, *scalars: int) -> 
         out.fill(np.float32(np.nan))
         fn.launch(grid, BLOCK, out, x, x.size, *scalars)
         got = out.to_array()
-        results[build] = (got, median_ms(lambda f=fn: f.launch(grid, BLOCK, out, x, x.size, *scalars)))
+        results[build] = (got, time_ms(lambda f=fn: f.launch(grid, BLOCK, out, x, x.size, *scalars), reps=REPS).median)
     return results
 
 
@@ -120,7 +103,8 @@ def main(t: Tutorial) -> None:
     host = rng.random(MAP_N, dtype=np.float32) * np.float32(8) - np.float32(4)  # [-4, 4]: no overflow, no denormal
     exact = np.exp(host[:ERROR_N].astype(np.float64))
     with DeviceBuffer.from_array(host) as x, DeviceBuffer.empty(MAP_N) as out:
-        copy_gbps = 2 * x.nbytes / median_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(out.ptr, x.ptr, x.nbytes, 0)) / 1e6
+        copy_ms = time_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(out.ptr, x.ptr, x.nbytes, 0), reps=REPS).median
+        copy_gbps = 2 * x.nbytes / copy_ms / 1e6
         mapped = run_both("exp_map", x, out)
         nbytes = 2 * x.nbytes
     t.say(f"copy: {copy_gbps:.0f} GB/s (read + write)")

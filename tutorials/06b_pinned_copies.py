@@ -27,7 +27,7 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Event, PinnedBuffer, Stream
+from rawcuda import DeviceBuffer, PinnedBuffer, Stream, time_ms
 from rawcuda.checked import cu
 from rawcuda.ffi.constants import HostAllocFlag
 
@@ -54,15 +54,6 @@ def declare(libcuda: ctypes.CDLL, symbol: str, *argtypes: Any) -> Any:
 
 def gb_per_s(nbytes: int, ms: float) -> float:
     return nbytes / (ms / MS_PER_S) / BYTES_PER_GB
-
-
-def timed_copy_ms(dst: DeviceBuffer, src: object, stream: Stream) -> float:
-    """GPU milliseconds of one host->device copy, measured by two events around it on ``stream``."""
-    with Event() as start, Event() as end:
-        start.record(stream)
-        dst.copy_from(src, stream=stream)
-        end.record(stream)
-        return start.elapsed_ms(end)
 
 
 def main(t: Tutorial) -> None:
@@ -118,7 +109,8 @@ def main(t: Tutorial) -> None:
     rates: dict[str, float] = {}
     for label, source in ((PAGEABLE_LABEL, host), (PINNED_LABEL, pinned)):
         dest.fill(NAN32)
-        best_ms = min(timed_copy_ms(dest, source, stream) for _ in range(COPY_REPS))
+        copies = time_ms(lambda s=source: dest.copy_from(s, stream=stream), reps=COPY_REPS, warmup=0, stream=stream)
+        best_ms = copies.min
         rates[label] = gb_per_s(COPY_BYTES, best_ms)
         t.say(f"{label:30s} {best_ms:7.2f} ms = {rates[label]:5.1f} GB/s (best of {COPY_REPS}, event to event)")
         t.check(bool(np.array_equal(dest.to_array(), host)), f"every float arrived ({label})")

@@ -16,13 +16,11 @@ Run:  python tutorials/14_sgemm_progression.py [--step]
 
 from __future__ import annotations
 
-import statistics
-
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import Device, DeviceBuffer, Event, ops, sgemm
+from rawcuda import Device, DeviceBuffer, ops, sgemm, time_ms
 from rawcuda.context import default_context
 
 SIZE = 2048  # M = N = K: 17 GFLOP per product, a few ms for the later steps (the tutorial stays under ~30 s)
@@ -63,20 +61,6 @@ def excerpt(path_name: str, start: str, end: str) -> str:
     return text[text.index(start) + len(start) : text.index(end)].strip("\n")
 
 
-def timed_ms(work: object) -> float:
-    start, end = Event(), Event()
-    work()  # warm-up: the first launch of a kernel may load it
-    times = []
-    for _ in range(REPS):
-        start.record()
-        work()
-        end.record()
-        times.append(start.elapsed_ms(end))
-    start.close()
-    end.close()
-    return statistics.median(times)
-
-
 def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int, tf32: bool) -> float | None:
     """torch.matmul (cuBLAS) on the same memory, TF32 off (or on); None without torch (it is optional here)."""
     try:
@@ -86,7 +70,7 @@ def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int, 
     torch.backends.cuda.matmul.allow_tf32 = tf32
     ta, tb, tc = (torch.as_tensor(x, device="cuda") for x in (a, b, c))
     try:
-        return flops / timed_ms(lambda: torch.matmul(ta, tb, out=tc)) / 1e9
+        return flops / time_ms(lambda: torch.matmul(ta, tb, out=tc), reps=REPS).median / 1e9
     finally:
         torch.backends.cuda.matmul.allow_tf32 = False
 
@@ -143,7 +127,9 @@ def main(t: Tutorial) -> None:
             bool(np.all(error <= spec.error_bound(SIZE) * magnitude)), f"{spec.name}: every element within its bound"
         )
         t.say(f"largest error: {float(np.max(error / magnitude)):.2g} x (|A| @ |B|)")
-        speeds[spec.name] = flops / timed_ms(lambda s=spec: ops.matmul(dc, da, db, kernel=s.name)) / 1e9
+        speeds[spec.name] = (
+            flops / time_ms(lambda s=spec: ops.matmul(dc, da, db, kernel=s.name), reps=REPS).median / 1e9
+        )
         gain = f", {speeds[spec.name] / speeds[previous]:.1f}x step before" if previous else ""
         peer = peers[spec.tf32]
         share = f", {speeds[spec.name] / peer:.0%} of torch{' with TF32' if spec.tf32 else ''}" if peer else ""
