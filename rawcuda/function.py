@@ -39,7 +39,10 @@ from .launchconfig import LaunchConfig, dims, hashable, integral, launch_config,
 from .resource import closes
 from .stream import Stream, stream_handle
 
-DEFAULT_SHARED_LIMIT = 48 * 1024  # dynamic shared memory above this needs an explicit opt-in per function
+# Shared memory a block may use without an opt-in. The driver's default MAX_DYNAMIC_SHARED_SIZE_BYTES is this
+# minus the kernel's *static* shared memory (measured on the H200: 8 KiB static + 41 KiB dynamic failed with
+# CUDA_ERROR_INVALID_VALUE until the kernel opted in), so the opt-in is needed above 48 KiB in all.
+DEFAULT_SHARED_LIMIT = 48 * 1024
 POINTER_SIZE = 8  # bytes of a device pointer parameter (.u64 / .b64)
 POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
@@ -69,7 +72,7 @@ class Function:
         self._limit_cache: dict[str, Any] | None = None
         self._packer = ArgPacker(name, self.params, module.context)
         self._packed = EMPTY_PACK  # the latest packed arguments (see ArgPacker)
-        self._dynamic_shared_limit = DEFAULT_SHARED_LIMIT
+        self._dynamic_shared_limit: int | None = None  # the dynamic bytes launches may use now (48 KiB - static)
         # The driver arguments of the last launch (ctypes values, no Python objects: the stream is not held).
         self.last_prepared: tuple[Any, ...] = ()
         self._ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
@@ -300,8 +303,10 @@ class Function:
                 f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
                 f"{optin} bytes a block can have on this device"
             )
+        if self._dynamic_shared_limit is None:
+            self._dynamic_shared_limit = max(DEFAULT_SHARED_LIMIT - static, 0)
         if shared_mem > self._dynamic_shared_limit:
-            # Above 48 KiB a kernel must opt in: raise its limit once, then launches may use up to it.
+            # Above 48 KiB in all a kernel must opt in: raise its limit once, then launches may use up to it.
             self.set_attribute(FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
             self._dynamic_shared_limit = shared_mem
 
@@ -357,9 +362,16 @@ class BoundLaunch:
             ctx.synchronize()
 
     def update(self, *args: Any) -> None:
-        """New arguments for the same configuration (checked and packed now)."""
+        """New arguments for the same configuration (checked and packed now). If they are refused, the
+        launch keeps its old arguments -- and keeps them alive: a refused update must never leave a packed
+        block pointing at buffers nobody holds any more."""
+        old = self.args
         self.args = args
-        self._bind()
+        try:
+            self._bind()
+        except BaseException:
+            self.args = old
+            raise
 
 
 def launch_failed(rc: int, ctx: Any, call: tuple[Any, ...]) -> None:

@@ -81,6 +81,10 @@ def finalize_child(context: Context, release: Callable[..., None], *args: Any) -
     if sys.is_finalizing() or not context.usable:
         return
     if capture_deferral.defer(context, release, args):
+        # The object is dead even though its handle is not released yet: move the close counter now, as a
+        # release would. Launch caches key streams by id(), and a new Stream may get the dead one's id at once
+        # (seen on the H200: during another thread's capture, launches on a new stream went to the dead one).
+        closes.generation += 1
         return
     with contextlib.suppress(Exception):
         cu.cuCtxPushCurrent(context.raw_handle)

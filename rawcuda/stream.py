@@ -200,6 +200,12 @@ def stream_handle(stream: Stream | None, context: Context) -> int:
     """The CUstream to pass for ``stream`` (0, the legacy default stream, for None), checked."""
     if stream is None:
         return 0
+    if not isinstance(stream, Stream):  # an int handle (1, 2: the legacy / per-thread streams), a torch stream...
+        raise TypeError(
+            f"stream must be a rawcuda Stream or None (the legacy default stream), not {type(stream).__name__} "
+            f"{stream!r}: make one with rawcuda.Stream() (a bare handle such as 2, the per-thread default stream, "
+            "is not accepted: rawcuda could not check which context it belongs to)"
+        )
     handle = stream.handle  # ClosedError for a closed stream
     owner = stream.context
     if owner is not context and owner.raw_handle != context.raw_handle:  # (identity first: the common case)

@@ -71,11 +71,16 @@ def test_the_error_bound_grows_with_the_additions_and_is_never_zero() -> None:
 
 
 # --- ops.transpose: which kernel each variant runs -----------------------------------------------------------------
+FAKE_BASE = 1 << 40  # where the stand-in buffers' fake device addresses start
+FAKE_GAP = 256  # bytes between two stand-in buffers
+
+
 class Recorder:
     """Stands in for ops.kernel: records the kernel name of each launch."""
 
     def __init__(self) -> None:
         self.names: list[str] = []
+        self.next_address = FAKE_BASE
         self.context = SimpleNamespace(device=SimpleNamespace(multiprocessor_count=SMS), check_usable=lambda: None)
 
     def kernel(self, stem: str, name: str, context: Any) -> Any:
@@ -84,6 +89,10 @@ class Recorder:
     def buffer(self, shape: tuple[int, ...]) -> DeviceBuffer:
         buf = DeviceBuffer.__new__(DeviceBuffer)
         buf.shape, buf.dtype, buf.context = shape, np.dtype(np.float32), self.context
+        # Its own address range, as a real buffer has (ops refuses an output that overlaps an input).
+        buf.nbytes = int(np.prod(shape)) * buf.dtype.itemsize
+        buf._closed, buf._ptr = False, self.next_address
+        self.next_address += buf.nbytes + FAKE_GAP
         return buf
 
 

@@ -10,6 +10,7 @@ instead of made. On a GPU, shapes past 2^31 elements for real: tests/gpu/test_ex
 
 from __future__ import annotations
 
+import math
 from types import SimpleNamespace
 from typing import Any
 
@@ -22,6 +23,7 @@ from rawcuda.devicebuffer import DeviceBuffer
 SMS = 132  # the stand-in device's multiprocessor count (an H200's)
 BIG = 1 << 40  # elements: far past any GPU, and past every 32-bit index
 ALIGNED = 1 << 32  # a stand-in device address on a 256-byte boundary, like every cuMemAlloc result
+SPACING = 1 << 48  # bytes between two stand-in buffers: more than BIG floats
 
 
 def stand_in(shape: tuple[int, ...], context: Any = None, address: int = ALIGNED) -> DeviceBuffer:
@@ -29,6 +31,7 @@ def stand_in(shape: tuple[int, ...], context: Any = None, address: int = ALIGNED
     buf.shape, buf.dtype = shape, np.dtype(np.float32)
     buf.context = context
     buf._ptr, buf._closed = address, False  # what DeviceBuffer.ptr reads (ops.matmul picks a kernel by it)
+    buf.nbytes = math.prod(shape) * buf.dtype.itemsize  # with ptr, what ops' overlap check reads
     return buf
 
 
@@ -46,7 +49,9 @@ class Recorder:
         return SimpleNamespace(launch=launch)
 
     def buffers(self, *shapes: tuple[int, ...], address: int = ALIGNED) -> list[DeviceBuffer]:
-        return [stand_in(shape, self.context, address) for shape in shapes]
+        # Each its own address range (ops refuses an output that overlaps an input), as far apart as the
+        # largest stand-in (BIG floats), so each keeps the alignment of ``address``.
+        return [stand_in(shape, self.context, address + i * SPACING) for i, shape in enumerate(shapes)]
 
 
 @pytest.fixture
