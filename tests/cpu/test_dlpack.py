@@ -170,6 +170,10 @@ def test_every_element_type_round_trips(dtype: Any) -> None:
         (DLDataTypeCode.FLOAT, 32, 4, "4 lanes"),
         (DLDataTypeCode.INT, 128, 1, "code 0 with 128 bits"),
         (DLDataTypeCode.OPAQUE_HANDLE, 64, 1, "code 3"),
+        (DLDataTypeCode.FLOAT, 128, 1, "IEEE binary128"),  # not numpy's float128 (x87 extended on x86-64)
+        (DLDataTypeCode.COMPLEX, 0, 1, "code 5 with 0 bits"),  # what clongdouble's 256 bits wrap to in a uint8
+        (DLDataTypeCode.COMPLEX, 256, 1, "code 5 with 0 bits"),  # (ctypes wraps 256 to 0 as C does)
+        (DLDataTypeCode.INT, 12, 1, "code 0 with 12 bits"),
     ],
 )
 def test_element_types_numpy_lacks_are_refused(code: int, bits: int, lanes: int, match: str) -> None:
@@ -181,6 +185,20 @@ def test_element_types_numpy_lacks_are_refused(code: int, bits: int, lanes: int,
 def test_dtypes_dlpack_cannot_describe_are_refused_on_export(dtype: Any) -> None:
     with pytest.raises(BufferError, match="DLPack"):
         dlpack.dl_data_type(np.dtype(dtype))
+
+
+_CODES = {"f": DLDataTypeCode.FLOAT, "c": DLDataTypeCode.COMPLEX}
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
+def test_long_double_is_refused_both_ways(dtype: Any) -> None:
+    dt = np.dtype(dtype)
+    if dt.itemsize <= np.dtype(np.float64 if dt.kind == "f" else np.complex128).itemsize:
+        pytest.skip(f"{dt} is a plain double on this platform: DLPack describes it faithfully")
+    with pytest.raises(BufferError, match="no faithful DLPack type"):
+        dlpack.dl_data_type(dt)
+    with pytest.raises(BufferError):  # what the export would have claimed: refused on adoption too
+        dlpackread.numpy_dtype(ffi.DLDataType(DLDataTypeCode(_CODES[dt.kind]), (dt.itemsize * 8) % 256, 1))
 
 
 # --- crafted capsules: what numpy would never make ------------------------------------------------------------------
