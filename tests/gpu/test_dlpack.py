@@ -455,6 +455,25 @@ def test_no_leak_over_many_exports_and_adoptions(torch: Any, no_export_left: Non
     assert free_bytes() >= before - DEVICE_TOLERANCE
 
 
+def test_empty_buffers_of_every_kind_export_an_empty_tensor(no_export_left: None) -> None:
+    # ManagedBuffer(0) allocates nothing and so has no host view: its export once met AttributeError there.
+    for make in (DeviceBuffer, PinnedBuffer, ManagedBuffer):
+        for shape in (0, (0, 5)):
+            buf = make(shape, np.float32)
+            capsule = buf.__dlpack__(stream=-1, max_version=(1, 0))
+            del capsule  # unconsumed: the sweep gives it back
+            if make is not DeviceBuffer:  # memory the host reads: numpy takes it
+                seen = np.from_dlpack(buf)
+                assert seen.shape == buf.shape and seen.dtype == np.float32
+                del seen
+            if make is not PinnedBuffer:  # memory a kernel reads: rawcuda adopts it
+                adopted = rawcuda.from_dlpack(buf)
+                assert adopted.shape == buf.shape and adopted.dtype == np.float32 and adopted.ptr == 0
+                assert adopted.to_array().shape == buf.shape
+                adopted.close()
+            buf.close()
+
+
 # --- refusals, each with its fix -------------------------------------------------------------------------------------
 def test_what_rawcuda_cannot_adopt_is_refused(torch: Any, no_export_left: None) -> None:
     square = torch.zeros((256, 256), device="cuda")
