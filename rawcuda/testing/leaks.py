@@ -46,6 +46,7 @@ from typing import Any
 
 from .. import contextregistry
 from ..context import Context, default_context
+from ..dlpack import sweep as sweep_dropped_exports
 
 MIB = 1 << 20
 #: Allowed fall in free device memory: four of cuMemAlloc's 2 MiB pages -- what the driver may keep after the
@@ -179,9 +180,7 @@ class LeakCheck:
         try:
             # With the collector off, the sweep that follows each collection never ran: a DLPack capsule the
             # code dropped unconsumed would still hold its buffer, open, and be counted as a leak.
-            from ..dlpack import sweep  # (here: the plugin's import stays free of numpy and the driver)
-
-            sweep()
+            sweep_dropped_exports()
             report = LeakReport(memory_tolerance=self.memory_tolerance)
             new = [obj for obj in open_objects() if obj not in self._before and obj not in self._ignored]
             report.leaks = [_leak(obj) for obj in new]
