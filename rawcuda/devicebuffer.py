@@ -236,7 +236,9 @@ class DeviceBuffer(Resource, Exportable):
         if isinstance(src, DeviceBuffer):
             self._copy_device(dst=self, src=src, stream=stream)
             return
-        host = np.ascontiguousarray(_host_array(src, "copy_from"))
+        # np.require, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,) (numpy documents
+        # it), and the shape check below would then refuse a 0-d buffer's own kind of array.
+        host = np.require(_host_array(src, "copy_from"), requirements="C")
         self._check_match(host.shape, host.dtype, "copy from")
         self._transfer(
             lambda s: cu.cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, self.nbytes, s),

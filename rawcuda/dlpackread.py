@@ -50,6 +50,16 @@ MAX_NDIM = 64
 #: DLPack type code -> numpy's letter for that kind of number (the size comes from ``bits``).
 _KINDS = {DLDataTypeCode.INT: "i", DLDataTypeCode.UINT: "u", DLDataTypeCode.FLOAT: "f", DLDataTypeCode.COMPLEX: "c"}
 _BITS_PER_BYTE = 8
+#: kDLFloat with this many bits is IEEE binary128 (quadruple precision), which numpy has no dtype for:
+#: np.dtype("f16") is x87 extended precision on x86-64 -- another format of the same size.
+_IEEE_QUAD_BITS = 128
+#: DLPack type code -> the sizes (bits) whose numpy dtype stores exactly what DLPack means.
+_FAITHFUL_BITS = {
+    DLDataTypeCode.INT: (8, 16, 32, 64),
+    DLDataTypeCode.UINT: (8, 16, 32, 64),
+    DLDataTypeCode.FLOAT: (16, 32, 64),
+    DLDataTypeCode.COMPLEX: (64, 128),
+}
 
 
 @dataclass(frozen=True)
@@ -143,11 +153,13 @@ def numpy_dtype(dl: DLDataType) -> np.dtype:
     if code == DLDataTypeCode.BFLOAT:
         raise BufferError("bfloat16 has no numpy dtype: convert first (torch: x.float(), or x.view(torch.int16))")
     kind = _KINDS.get(code)  # type: ignore[call-overload]
-    if kind is not None and bits % _BITS_PER_BYTE == 0:
-        try:
-            return np.dtype(f"{kind}{bits // _BITS_PER_BYTE}")
-        except TypeError:
-            pass  # e.g. a 128-bit integer
+    if kind is not None and bits in _FAITHFUL_BITS[code]:  # type: ignore[index]
+        return np.dtype(f"{kind}{bits // _BITS_PER_BYTE}")
+    if code == DLDataTypeCode.FLOAT and bits == _IEEE_QUAD_BITS:
+        raise BufferError(
+            "DLPack kDLFloat with 128 bits is IEEE binary128 (quadruple precision), which numpy has no dtype for "
+            "(its float128 is x87 extended precision on x86-64, another format): convert to float64 first"
+        )
     raise BufferError(f"DLPack type code {code} with {bits} bits has no numpy dtype")
 
 

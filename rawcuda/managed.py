@@ -71,6 +71,9 @@ class ManagedBuffer(DeviceBuffer):
 
     _concurrent_access: bool | None = None  # CONCURRENT_MANAGED_ACCESS of the device, asked once
     dlpack_device_type = DLDeviceType.CUDA_MANAGED
+    #: What the host views (and DLPack exports) hold: set by _take_ownership; an empty buffer allocates nothing,
+    #: so it has nothing to hold -- and exports a 0-element tensor with a NULL pointer, as PinnedBuffer(0) does.
+    _raw: Any = None
 
     def _allocate(self, ctx: Context, nbytes: int) -> int:
         if nbytes == 0:

@@ -18,7 +18,10 @@ is tested without a GPU. The rules:
 * **Shapes must be equal, and dtypes too.** Nothing is converted behind your back: a float32 result compared
   with a float64 reference is a mistake half of the time (the reference was computed at another precision)
   and a decision the other half -- say which with ``expected.astype(np.float32)``. A Python scalar or list
-  as ``expected`` takes the buffer's dtype (``assert_device_equal(buf, 0.0)``: every element zero).
+  (or a numpy scalar) as ``expected`` takes the buffer's dtype (``assert_device_equal(buf, 0.0)``: every
+  element zero) -- only when its values survive that: 1.5 for an int32 buffer, 2 for a bool one, 1e40 for a
+  float32 one (it would become inf) or -1 for a uint8 one is a ValueError, not a comparison with the 1, True,
+  inf or 255 the cast would make. (Rounding a float to a float buffer's precision is no loss: 0.1 is fine.)
 * **Floating and complex elements** match when ``|got - expected| <= atol + rtol * |expected|``, as in
   ``numpy.isclose``; with ``equal_nan`` (the default) a NaN matches a NaN, and nothing else.
 * **Integers and booleans** must be equal: a tolerance on counts or indices hides off-by-one errors.
@@ -74,7 +77,7 @@ def array_mismatch(
     """None when ``got`` matches ``expected`` under the rules above; otherwise the message saying how not."""
     if rtol < 0 or atol < 0:
         raise ValueError(f"tolerances must be 0 or more, not rtol={rtol!r}, atol={atol!r}")
-    want = np.asarray(expected) if isinstance(expected, np.ndarray) else np.asarray(expected, dtype=got.dtype)
+    want = np.asarray(expected) if isinstance(expected, np.ndarray) else _in_dtype(expected, got.dtype)
     if want.ndim == 0 and got.ndim != 0:
         want = np.broadcast_to(want, got.shape)  # one value for every element
     if got.shape != want.shape:
@@ -125,13 +128,49 @@ def assert_device_equal(
         raise AssertionError(message)
 
 
+def _in_dtype(expected: Any, dtype: np.dtype) -> np.ndarray:
+    """A scalar or list ``expected`` in the buffer's ``dtype``; ValueError when a value does not survive the cast."""
+    given = np.asarray(expected)
+    if given.dtype == object or given.dtype.kind not in "biufc":
+        raise TypeError(
+            f"expected must be a numpy array, a number or a (nested) list of numbers, not {type(expected).__name__} "
+            f"({given.dtype})"
+        )
+    dropped_imag = np.zeros(given.shape, bool)
+    if given.dtype.kind == "c" and dtype.kind != "c":  # (a cast would drop the imaginary part with a warning)
+        dropped_imag = given.imag != 0
+        given = given.real
+    with np.errstate(all="ignore"):  # out-of-range casts are detected below, not warned about
+        want = given.astype(dtype)
+        if dtype.kind in "biu":  # exact types: every value must come back unchanged
+            kept = want.astype(given.dtype) == given
+        else:  # floats round to the buffer's precision, but must not overflow or go NaN
+            kept = (np.isfinite(want) | ~np.isfinite(given)) & (np.isnan(want) == np.isnan(given))
+    kept = np.asarray(kept) & ~dropped_imag
+    given = np.asarray(expected)
+    if not np.all(kept):
+        first = tuple(int(i) for i in np.argwhere(~kept)[0]) if given.ndim else ()
+        where = f" at index {first}" if given.ndim else ""
+        raise ValueError(
+            f"the expected value {given[first]}{where} does not fit the buffer's dtype {dtype}: the cast would "
+            f"make it {want[first]}, and the comparison would lie -- compare with a value {dtype} holds, or with an "
+            f"expected array of the dtype you mean (a dtype mismatch is reported as such)"
+        )
+    return want
+
+
 # --- the message's parts -------------------------------------------------------------------------------------
 def _abs_error(got: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """|got - expected| in float64 (complex: the modulus), computed without overflow for integer types."""
+    """|got - expected|: float64 for floats (complex: the modulus); exact for integers, as uint64."""
     if np.issubdtype(got.dtype, np.complexfloating):
         return np.abs(got.astype(np.complex128) - want.astype(np.complex128))
     if got.dtype == np.bool_:
         return (got != want).astype(np.float64)
+    if np.issubdtype(got.dtype, np.integer):
+        # float64 would round: 2**53 + 1 - 2**53 came out as 0. Modular uint64 subtraction of the smaller from
+        # the larger is exact for any two 64-bit integers (the difference is below 2**64).
+        high, low = np.maximum(got, want), np.minimum(got, want)
+        return high.astype(np.uint64) - low.astype(np.uint64)
     return np.abs(got.astype(np.float64) - want.astype(np.float64))
 
 
@@ -140,7 +179,8 @@ def _worst(abs_err: np.ndarray, want: np.ndarray, bad: np.ndarray) -> str:
     finite = bad & np.isfinite(abs_err)
     if not finite.any():
         return "no finite error to report: every mismatch involves a NaN or an infinity"
-    at_abs = np.unravel_index(int(np.argmax(np.where(finite, abs_err, -1.0))), abs_err.shape)
+    ranked = np.where(finite, abs_err, 0) if abs_err.dtype.kind == "u" else np.where(finite, abs_err, -1.0)
+    at_abs = np.unravel_index(int(np.argmax(ranked)), abs_err.shape)  # (uint64 ranked as uint64: exact)
     line = f"max abs error {_error(abs_err[at_abs])} at index {_index(at_abs)}"
     wide = np.complex128 if np.iscomplexobj(want) else np.float64
     with np.errstate(divide="ignore", invalid="ignore"):
@@ -162,7 +202,10 @@ def _show(value: Any) -> str:
 
 
 def _error(value: Any) -> str:
-    """An error, to ERROR_DIGITS significant digits (its own precision would be float64's 17)."""
+    """An error, to ERROR_DIGITS significant digits (its own precision would be float64's 17); an integer's
+    exactly."""
+    if isinstance(value, np.integer):
+        return str(int(value))
     return f"{float(value):.{ERROR_DIGITS}g}"
 
 

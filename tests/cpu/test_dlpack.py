@@ -13,6 +13,7 @@ import gc
 import re
 import sys
 import sysconfig
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -20,11 +21,13 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import dlpack, dlpackread
+from rawcuda import contextregistry, dlpack, dlpackread
 from rawcuda.devicebuffer import DeviceBuffer
 from rawcuda.ffi import dlpack as ffi
 from rawcuda.ffi.dlpack import DLDataTypeCode, DLDeviceType, DLPackFlag
 from rawcuda.loans import Loan, Loans
+from rawcuda.testing import leaks
+from rawcuda.testing.leaks import LeakCheck
 
 HOST = DLDeviceType.CUDA_HOST
 
@@ -170,6 +173,10 @@ def test_every_element_type_round_trips(dtype: Any) -> None:
         (DLDataTypeCode.FLOAT, 32, 4, "4 lanes"),
         (DLDataTypeCode.INT, 128, 1, "code 0 with 128 bits"),
         (DLDataTypeCode.OPAQUE_HANDLE, 64, 1, "code 3"),
+        (DLDataTypeCode.FLOAT, 128, 1, "IEEE binary128"),  # not numpy's float128 (x87 extended on x86-64)
+        (DLDataTypeCode.COMPLEX, 0, 1, "code 5 with 0 bits"),  # what clongdouble's 256 bits wrap to in a uint8
+        (DLDataTypeCode.COMPLEX, 256, 1, "code 5 with 0 bits"),  # (ctypes wraps 256 to 0 as C does)
+        (DLDataTypeCode.INT, 12, 1, "code 0 with 12 bits"),
     ],
 )
 def test_element_types_numpy_lacks_are_refused(code: int, bits: int, lanes: int, match: str) -> None:
@@ -181,6 +188,20 @@ def test_element_types_numpy_lacks_are_refused(code: int, bits: int, lanes: int,
 def test_dtypes_dlpack_cannot_describe_are_refused_on_export(dtype: Any) -> None:
     with pytest.raises(BufferError, match="DLPack"):
         dlpack.dl_data_type(np.dtype(dtype))
+
+
+_CODES = {"f": DLDataTypeCode.FLOAT, "c": DLDataTypeCode.COMPLEX}
+
+
+@pytest.mark.parametrize("dtype", [np.longdouble, np.clongdouble])
+def test_long_double_is_refused_both_ways(dtype: Any) -> None:
+    dt = np.dtype(dtype)
+    if dt.itemsize <= np.dtype(np.float64 if dt.kind == "f" else np.complex128).itemsize:
+        pytest.skip(f"{dt} is a plain double on this platform: DLPack describes it faithfully")
+    with pytest.raises(BufferError, match="no faithful DLPack type"):
+        dlpack.dl_data_type(dt)
+    with pytest.raises(BufferError):  # what the export would have claimed: refused on adoption too
+        dlpackread.numpy_dtype(ffi.DLDataType(DLDataTypeCode(_CODES[dt.kind]), (dt.itemsize * 8) % 256, 1))
 
 
 # --- crafted capsules: what numpy would never make ------------------------------------------------------------------
@@ -371,6 +392,51 @@ def test_a_garbage_collection_sweeps_too() -> None:
     assert memory.loans.outstanding == 0
 
 
+class LeakContext(FakeContext):
+    """A FakeContext the leak check can ask (rawcuda.testing.leaks): its open children and free memory."""
+
+    closed, usable = False, True
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.objects: weakref.WeakSet[Any] = weakref.WeakSet()
+
+    @property
+    def children(self) -> list[Any]:
+        return list(self.objects)
+
+    def synchronize(self) -> None:
+        pass
+
+    def mem_info(self) -> tuple[int, int]:
+        return 1 << 30, 2 << 30
+
+
+def test_the_leak_check_sweeps_a_capsule_dropped_unconsumed(monkeypatch: pytest.MonkeyPatch) -> None:
+    # The check runs with the collector off, so no collection sweeps: without its own sweep, the dropped
+    # capsule's export would keep the buffer -- and the check report a buffer nobody holds.
+    context = LeakContext()
+    monkeypatch.setattr(contextregistry, "live_contexts", lambda: [context])
+    monkeypatch.setattr(leaks, "default_context", lambda: context)
+    check = LeakCheck(trace_allocations=False)
+    check.start()
+    memory = HostMemory(np.arange(4.0), DLDeviceType.CUDA)
+    memory.context = context
+    context.objects.add(memory)
+    alive = weakref.ref(memory)
+    capsule = memory.__dlpack__(stream=-1, max_version=(1, 0))
+    del capsule, memory
+    assert alive() is not None, "the export holds the buffer until a sweep"
+    report = check.stop()
+    assert alive() is None and not report.leaks, report.message
+    assert gc.isenabled()
+    # And a buffer the code really keeps is still reported.
+    check.start()
+    kept = HostMemory(np.arange(4.0), DLDeviceType.CUDA)
+    context.objects.add(kept)
+    assert len(check.stop().leaks) == 1
+
+
 def test_a_consumer_s_refusal_keeps_its_own_message() -> None:
     # numpy refuses a CUDA tensor *after* __dlpack__ returned, and drops the capsule with its exception set. A
     # ctypes capsule destructor would turn that into "SystemError: returned NULL without setting an exception"
@@ -455,6 +521,16 @@ def test_the_stream_a_device_consumer_names() -> None:
     assert plan(HOST, host_accessible=True).sync == dlpack.HOST, "host memory, consumer unknown: the host waits"
     assert plan(HOST, host_accessible=True, stream=5).sync == 5
     assert plan(HOST, host_accessible=True, dl_device=(CPU, 0)).sync == dlpack.HOST
+
+
+@pytest.mark.parametrize("kind", [CUDA, HOST, DLDeviceType.CUDA_MANAGED])
+def test_stream_minus_one_exports_without_any_wait(kind: DLDeviceType) -> None:
+    # The whole export, not only the plan: neither the host nor any stream is made to wait.
+    memory = HostMemory(np.arange(4.0), kind)
+    for max_version in (None, (1, 0)):
+        capsule = memory.__dlpack__(stream=-1, max_version=max_version)
+        assert memory.pending.host_waits == 0 and memory.pending.device_waits == []
+        del capsule
 
 
 def test_the_versions_and_devices_a_consumer_asks_for() -> None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -515,3 +516,49 @@ def test_the_public_names_are_the_documented_ones() -> None:
         assert getattr(testing, name) is not None
     with pytest.raises(AttributeError, match="no attribute 'nothing_here'"):
         _ = testing.nothing_here
+
+
+@pytest.mark.parametrize(
+    ("got", "expected"),
+    [
+        (np.ones(8, np.int32), 1.5),
+        (np.ones(8, np.int32), [1.9] * 8),
+        (np.ones(8, np.int64), np.float64(1.25)),  # a numpy scalar is no array: it is cast too
+        (np.zeros(8, np.uint8), 0.75),
+        (np.zeros(4, np.uint8), -1),
+        (np.zeros(4, np.uint8), 256),
+        (np.zeros(4, np.uint8), np.nan),
+        (np.ones(8, bool), 2),
+        (np.ones(8, bool), 0.5),
+        (np.full(8, np.inf, np.float32), 1e40),  # 1e40 would become float32's inf
+        (np.ones(3, np.float32), 1 + 1j),  # the imaginary part would be dropped
+    ],
+)
+def test_a_scalar_or_list_that_the_dtype_cannot_hold_is_refused_not_cast(got: np.ndarray, expected: Any) -> None:
+    with pytest.raises(ValueError, match=f"does not fit the buffer's dtype {got.dtype}"):
+        compare.array_mismatch(got, expected)
+    with pytest.raises(ValueError, match="the comparison would lie"):
+        testing.assert_device_equal(got, expected)
+
+
+def test_a_scalar_or_list_the_dtype_holds_still_compares() -> None:
+    assert compare.array_mismatch(np.full(3, np.float32(0.1)), 0.1) is None  # rounding to float32 is no loss
+    assert compare.array_mismatch(np.full(3, np.nan, np.float32), np.nan) is None
+    assert compare.array_mismatch(np.ones(3, np.float32), 1 + 0j) is None
+    assert compare.array_mismatch(np.ones(3, bool), [1, 1, 1]) is None
+    assert compare.array_mismatch(np.ones(3, np.int16), [1.0, 1.0, 1.0]) is None
+    message = compare.array_mismatch(np.ones(3, np.int16), [1, 2, 1])
+    assert message is not None and "1 of 3 elements" in message
+    with pytest.raises(TypeError, match="a number or a"):
+        compare.array_mismatch(np.ones(3, np.int16), [1, None, 1])
+
+
+def test_integer_errors_are_exact() -> None:
+    message = compare.array_mismatch(np.array([2**53 + 1, 5], np.int64), np.array([2**53, 5], np.int64))
+    assert message is not None and "max abs error 1 at index (0,)" in message  # float64 said 0
+    assert "  (0,): 9007199254740993, 9007199254740992, 1" in message
+    top, bottom = np.iinfo(np.int64).max, np.iinfo(np.int64).min
+    message = compare.array_mismatch(np.array([top], np.int64), np.array([bottom], np.int64))
+    assert message is not None and f"max abs error {2**64 - 1} at index (0,)" in message  # no overflow
+    message = compare.array_mismatch(np.array([2**64 - 1], np.uint64), np.array([0], np.uint64))
+    assert message is not None and f"max abs error {2**64 - 1} at index (0,)" in message

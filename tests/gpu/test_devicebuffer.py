@@ -47,6 +47,20 @@ def test_round_trip_fill_and_memset(rng: np.random.Generator, dtype: type) -> No
     z.close()
 
 
+@pytest.mark.no_leaks
+def test_a_0d_array_round_trips(rng: np.random.Generator) -> None:
+    value = np.float32(rng.standard_normal())  # a numpy scalar: from_array makes a 0-d buffer of it
+    with DeviceBuffer.from_array(value) as buf:
+        assert buf.shape == ()
+        out = buf.to_array()
+        assert out.shape == () and out.dtype == np.float32 and out == value
+        again = np.array(rng.standard_normal(), np.float32)  # copy_from of a 0-d array
+        buf.copy_from(again)
+        assert buf.to_array() == again
+        with pytest.raises(ValueError, match=r"shape \(1,\)"):
+            buf.copy_from(np.zeros(1, np.float32))  # a 1-element 1-d array is still another shape
+
+
 def test_copies_are_checked_before_moving_a_byte(rng: np.random.Generator) -> None:
     buf = DeviceBuffer.from_array(rng.standard_normal(10, dtype=np.float32))
     with pytest.raises(TypeError, match="holds float32"):

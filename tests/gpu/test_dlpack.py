@@ -200,6 +200,33 @@ def test_cupy_reads_a_buffer_in_place_after_a_pending_copy(
     del c
 
 
+def test_stream_minus_one_waits_for_nothing(
+    spin: Any, streams: tuple[Stream, Stream], no_export_left: None, rng: Any
+) -> None:
+    # stream=-1: the consumer has ordered things itself -- no host wait, no stream made to wait. The producer
+    # stream must still be busy with the spin after each export (a query, not a time). The collector is off:
+    # a collection freeing some unrelated memory (cuMemFree waits for the device) would blur what is measured.
+    producer, _ = streams
+    x = rng.standard_normal(N, dtype=np.float32)
+    gc.disable()
+    try:
+        buf = pending_copy(spin, producer, x)
+        busy_before = not producer.query()
+        versioned = buf.__dlpack__(stream=-1, max_version=(1, 0))
+        busy_after_versioned = not producer.query()
+        legacy = buf[: N // 2].__dlpack__(stream=-1)  # a view, and the legacy struct
+        busy_after_legacy = not producer.query()
+    finally:
+        gc.enable()
+    producer.synchronize()
+    del versioned, legacy
+    assert busy_before, "the spin was over before the export was asked for: nothing below is measured"
+    assert busy_after_versioned, "__dlpack__(stream=-1) waited for the pending copy (it must not synchronize)"
+    assert busy_after_legacy, "__dlpack__(stream=-1) of a view (legacy struct) waited for the pending copy"
+    np.testing.assert_array_equal(buf.to_array(), x)
+    buf.close()
+
+
 def test_numpy_reads_pinned_memory_in_place_after_a_pending_copy(
     spin: Any, streams: tuple[Stream, Stream], no_export_left: None, rng: Any
 ) -> None:
@@ -453,6 +480,25 @@ def test_no_leak_over_many_exports_and_adoptions(torch: Any, no_export_left: Non
     finally:
         gc.enable()
     assert free_bytes() >= before - DEVICE_TOLERANCE
+
+
+def test_empty_buffers_of_every_kind_export_an_empty_tensor(no_export_left: None) -> None:
+    # ManagedBuffer(0) allocates nothing and so has no host view: its export once met AttributeError there.
+    for make in (DeviceBuffer, PinnedBuffer, ManagedBuffer):
+        for shape in (0, (0, 5)):
+            buf = make(shape, np.float32)
+            capsule = buf.__dlpack__(stream=-1, max_version=(1, 0))
+            del capsule  # unconsumed: the sweep gives it back
+            if make is not DeviceBuffer:  # memory the host reads: numpy takes it
+                seen = np.from_dlpack(buf)
+                assert seen.shape == buf.shape and seen.dtype == np.float32
+                del seen
+            if make is not PinnedBuffer:  # memory a kernel reads: rawcuda adopts it
+                adopted = rawcuda.from_dlpack(buf)
+                assert adopted.shape == buf.shape and adopted.dtype == np.float32 and adopted.ptr == 0
+                assert adopted.to_array().shape == buf.shape
+                adopted.close()
+            buf.close()
 
 
 # --- refusals, each with its fix -------------------------------------------------------------------------------------

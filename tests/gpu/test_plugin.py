@@ -285,6 +285,24 @@ def test_the_context_manager_names_the_object_and_the_line() -> None:
     kept_context.close()
 
 
+def test_a_capsule_dropped_unconsumed_is_no_leak() -> None:
+    # The check turns the collector off, so only its own sweep (rawcuda.dlpack.sweep) ends these exports.
+    with LeakCheck(memory_tolerance=OBJECTS_ONLY):
+        closed = DeviceBuffer.zeros(N)
+        capsule = closed.__dlpack__(stream=-1, max_version=(1, 0))
+        del capsule
+        closed.close()  # (close() sweeps)
+        dropped = DeviceBuffer.zeros(N)
+        capsule = dropped.__dlpack__(stream=-1)
+        del capsule, dropped  # the export alone held the buffer; last, so that no later export sweeps it
+    kept: list[DeviceBuffer] = []
+    with pytest.raises(AssertionError, match=r"1 object\(s\) left open"), LeakCheck(memory_tolerance=OBJECTS_ONLY):
+        kept.append(DeviceBuffer.zeros(N))  # a buffer really kept is still a leak
+        capsule = kept[0].__dlpack__(stream=-1)
+        del capsule
+    kept[0].close()
+
+
 def test_what_rawcuda_keeps_for_its_context_is_not_a_leak(rng: np.random.Generator) -> None:
     # A fresh context, so that rawcuda.ops loads its module for it inside the check.
     ctx = Context.create()
