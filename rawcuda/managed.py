@@ -10,11 +10,12 @@ A correction to the seed article: unified memory is not switched on by a context
 only chooses how the host thread waits); it is this separate allocation call.
 
 The seed also says unified memory costs memory-bound kernels 30-50%. One percentage cannot describe it,
-because the cost depends on where the pages are when the kernel runs. Measured on an H200 (3 x 256 MiB,
-``bench/results/2026-11-30-NVIDIA_H200.md`` §5): on the first touch after the host wrote them, each page
-faults and migrates, and the kernel moved about 9 GB/s -- far below the 53-55 GB/s pinned copies move
-over the same link; with the pages resident after a first run, the kernel ran at a DeviceBuffer's speed
-(1.00x); right after ``prefetch()`` it took 1.41x (0.92x with placement advice as well).
+because the cost depends on where the pages are when the kernel runs. Measured on an H200 (tutorial 11b,
+cold launch against cold and warm against warm, ``tutorials/output/11b_unified_memory_cost.txt``): on the
+first touch after the host wrote them, each page faults and migrates during the kernel, which moved about
+8 GB/s -- far below the 53 GB/s pinned copies move over the same link; with the pages resident on the GPU,
+warm launches ran at a DeviceBuffer's speed (0.98x); the first launch right after ``prefetch()`` took 1.19x
+the first launch after explicit copies.
 ``bench/unified_memory.py`` measures each case against explicit buffers; tutorials 11a and 11b walk through them.
 
 **Host access while kernels run.** On devices with ``CONCURRENT_MANAGED_ACCESS`` (Pascal and later on
