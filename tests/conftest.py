@@ -95,3 +95,16 @@ def vector_add(request: pytest.FixtureRequest) -> Function:
         fn.launch(1, ops.BLOCK, *[0] * len(fn.params))
         fn.context.synchronize()
     return fn
+
+
+@pytest.fixture(scope="module")
+def spin() -> Function:
+    """kernels/spin as a rawcuda.Function -- ``spin.launch(1, 1, ns)`` keeps a stream busy for ``ns``
+    nanoseconds -- loaded and launched once first (lazy loading: not inside a delay or a timed run). The
+    module is not closed at the end: a test may leave a spin running, and the context closes it at exit."""
+    from rawcuda import Module, kernels
+
+    fn = Module(kernels.ptx_path("spin")).function("spin")
+    fn.launch(1, 1, 0)
+    fn.context.synchronize()
+    return fn

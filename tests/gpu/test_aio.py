@@ -14,7 +14,7 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import Event, Module, Stream, aio, capture
+from rawcuda import Event, Stream, aio, capture
 from tests.helpers import longest_gap_while
 
 pytestmark = pytest.mark.gpu
@@ -28,14 +28,6 @@ CONCURRENT = 100
 SPIN_RANGE_S = (0.01, 0.1)  # durations of the concurrent kernels
 EARLY_S = 0.02  # timer and clock granularity: an await may end this much before the nominal duration
 CANCEL_AFTER_S = 0.05
-
-
-@pytest.fixture(scope="module")
-def spin() -> rawcuda.Function:
-    fn = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
-    fn.launch(1, 1, 0)  # loads the kernel now (lazy loading), not inside a timed loop
-    fn.context.synchronize()
-    return fn
 
 
 def launch_spin(fn: rawcuda.Function, seconds: float, stream: Stream) -> None:

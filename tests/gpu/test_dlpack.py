@@ -27,11 +27,9 @@ from rawcuda import (
     ForeignBuffer,
     GrowableBuffer,
     ManagedBuffer,
-    Module,
     PinnedBuffer,
     Stream,
     cu,
-    kernels,
     ops,
 )
 from rawcuda import dlpack as producer_side
@@ -60,15 +58,7 @@ extern "C" __global__ void delay(unsigned long long ns)
 """
 
 
-# --- fixtures -------------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def spin() -> rawcuda.Function:
-    fn = Module(kernels.ptx_path("spin")).function("spin")
-    fn.launch(1, 1, 0)  # load it now: a first launch may take a while
-    fn.context.synchronize()
-    return fn
-
-
+# --- fixtures (spin comes from tests/conftest.py) --------------------------------------------------------------------
 @pytest.fixture(scope="module")
 def torch() -> Any:
     """torch, started and warmed up (its first CUDA call takes seconds: never inside a delay)."""

@@ -8,12 +8,11 @@ clock and %globaltimer are different clocks): an upper bound would fail on a bus
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 
 import pytest
 
-import rawcuda
-from rawcuda import ClosedError, Context, Event, Function, Module, Stream, time_ms
+from rawcuda import ClosedError, Context, Event, Function, Stream, time_ms
 from rawcuda.context import default_context
 
 pytestmark = pytest.mark.gpu
@@ -23,15 +22,6 @@ SPIN_MS = 20  # long next to a launch's few microseconds, short enough for a qui
 LOWER_SHARE = 0.5  # each timed run must be at least this share of SPIN_MS
 REPS = 3
 WARMUP = 2
-
-
-@pytest.fixture(scope="module")
-def spin() -> Iterator[Function]:
-    with Module(rawcuda.kernels.ptx_path("spin")) as module:
-        fn = module.function("spin")
-        fn.launch(1, 1, 0)  # loads the kernel now (lazy loading), not inside a timed run
-        fn.context.synchronize()
-        yield fn
 
 
 def live_events(context: Context) -> set[Event]:

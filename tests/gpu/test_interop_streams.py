@@ -25,14 +25,6 @@ DELAY_NS = 200_000_000  # 0.2 s of spinning: far longer than the host takes to q
 
 
 @pytest.fixture(scope="module")
-def spin() -> rawcuda.Function:
-    fn = Module(kernels.ptx_path("spin")).function("spin")
-    fn.launch(1, 1, 0)  # load it now: a first launch may take a while
-    fn.context.synchronize()
-    return fn
-
-
-@pytest.fixture(scope="module")
 def vector_add() -> rawcuda.Function:
     return Module(kernels.ptx_path("vector_add")).function("vector_add")
 
