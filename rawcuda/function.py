@@ -175,9 +175,9 @@ class Function:
         if prepared is None or self._generation != generation:
             prepared = self._prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
             packed = self._packed
-        # One generation for both caches: _prepare drops the pack whenever it sees closes.generation move, so a
-        # pack that is still here was checked after the last close, and only the objects need comparing.
-        if not packed.same(args, packed.key):
+        # The pack's own generation too, although _prepare drops the pack whenever it sees closes.generation
+        # move: another thread may have read the old pack before that drop, or packed while a close ran.
+        if packed.generation != generation or not packed.same(args, packed.key):
             packed = self._repack(args, stream)
         ctx = self.context
         if ctx.unusable is not None:  # the attribute, not check_usable(): one method call is 1-2 % of a launch
