@@ -168,10 +168,6 @@ class Stream(Resource):
             else:
                 cu.cuEventDestroy(marker)
 
-    def _destroy_spare_markers(self) -> None:
-        while self._spare_markers:
-            cu.cuEventDestroy(self._spare_markers.pop())
-
     def close(self) -> None:
         """Wait for the stream's work (host objects it reads may be freed after), then destroy it."""
         if self._closed:

@@ -250,15 +250,20 @@ def test_the_fast_path_still_reuses_the_pack_and_never_a_dead_buffers(rng: np.ra
     # Remembering buffers weakly must not reuse a pack for a new buffer that happens to get the old one's id.
     fn = Module(kernels.ptx_path("vector_add")).function("vector_add")
     x = rng.standard_normal(N, dtype=np.float32)
+    previous = None  # the pack the launches of the previous round used (its buffers are dead now)
     for _ in range(50):
         da, db, dc = DeviceBuffer.from_array(x), DeviceBuffer.from_array(x), DeviceBuffer(N)
         dc.fill(NAN32)
         fn.launch(grid_for(N), BLOCK, dc, da, db, N)
+        launched = fn._packed
+        assert launched is not previous, "new buffers (perhaps at a dead one's id) were given a dead pack"
         packed = fn.pack((dc, da, db, N))
         fn.launch(grid_for(N), BLOCK, dc, da, db, N)  # the same objects: the same pack as the launch before
         np.testing.assert_array_equal(dc.to_array(), x + x)
         assert packed is not fn._packed  # pack() made a new one; launch kept its own
-        del da, db, dc
+        assert fn._packed is launched, "the same objects again: the fast path reuses the pack"
+        previous = launched
+        del da, db, dc, launched, packed
     fn.module.close()
 
 
