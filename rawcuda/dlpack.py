@@ -2,7 +2,7 @@
 
 ``torch.from_dlpack(buf)`` calls ``buf.__dlpack_device__()`` (which GPU?), then ``buf.__dlpack__(stream=s,
 max_version=(1, 0))``, and gets a capsule (rawcuda.ffi.dlpack draws who owns what). Each argument is a
-promise the producer must keep or refuse:
+promise the producer must keep or refuse (rawcuda.dlpackargs checks them into a ``Plan`` first):
 
 * ``stream`` -- the *consumer's* stream, on which it will use the memory (CUDA: 1 is the legacy default
   stream, 2 the per-thread one, anything above a CUstream; None means legacy; -1 means "do not synchronize";
@@ -36,19 +36,15 @@ import math
 import sys
 from collections.abc import Callable
 from ctypes import POINTER, c_int64, c_void_p
-from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
+from .dlpackargs import HOST, Plan, negotiate
 from .ffi.dlpack import (
     DELETER,
     DLPACK_VERSION,
     LEGACY_NAMES,
-    STREAM_AMBIGUOUS,
-    STREAM_LEGACY,
-    STREAM_NO_SYNC,
-    VERSIONED_MAJOR,
     VERSIONED_NAMES,
     CapsuleNames,
     DLDataType,
@@ -64,9 +60,6 @@ from .ffi.dlpack import (
     immortal,
 )
 
-#: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
-HOST = "host"
-MAX_STREAM = 1 << 64  # a CUstream is a pointer
 _BITS_PER_BYTE = 8
 #: numpy's kind letter -> the DLPack type code of that kind of number
 _CODES = {"i": DLDataTypeCode.INT, "u": DLDataTypeCode.UINT, "f": DLDataTypeCode.FLOAT, "c": DLDataTypeCode.COMPLEX}
@@ -74,93 +67,6 @@ _CODES = {"i": DLDataTypeCode.INT, "u": DLDataTypeCode.UINT, "f": DLDataTypeCode
 #: longdouble: on x86-64 numpy's float128 is the x87 80-bit format padded to 16 bytes, while kDLFloat with 128
 #: bits means IEEE binary128; and clongdouble's 256 bits do not even fit DLDataType.bits (a uint8).
 _FAITHFUL_SIZES = {"i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16)}
-
-
-# --- what the consumer asked for --------------------------------------------------------------------------------
-@dataclass(frozen=True)
-class Plan:
-    """What one ``__dlpack__`` call will do: which struct, which device in it, and how to synchronize
-    (None: not at all; HOST: the host waits; an int: that consumer stream waits on the GPU)."""
-
-    versioned: bool
-    device: tuple[int, int]
-    sync: int | str | None
-
-
-def negotiate(
-    kind: DLDeviceType,
-    ordinal: int,
-    *,
-    stream: Any,
-    max_version: Any,
-    dl_device: Any,
-    copy: Any,
-    host_accessible: bool,
-) -> Plan:
-    """Check ``__dlpack__``'s arguments against a buffer of device ``(kind, ordinal)``; raise what the array
-    API standard says: BufferError for an export that cannot be made as asked, TypeError/ValueError for a
-    malformed argument."""
-    if copy is True:
-        raise BufferError(
-            "rawcuda exports its memory as it is and never copies (copy=True was asked): copy it yourself "
-            "first -- DeviceBuffer.empty(shape, dtype) and copy_from(buf), or to_array() for the host -- and "
-            "export the copy"
-        )
-    if copy is not None and copy is not False:
-        raise TypeError(f"copy must be None, True or False, not {copy!r}")
-    device = (int(kind), ordinal)
-    if dl_device is not None:
-        requested = _device_pair(dl_device)
-        if requested == (int(DLDeviceType.CPU), 0) and host_accessible:
-            device = requested  # the host reads this memory where it is: no copy needed
-        elif requested != device:
-            where = "the host (kDLCPU) or " if host_accessible else ""
-            raise BufferError(
-                f"dl_device={requested} asks for a copy on another device; this buffer is on {device} and can be "
-                f"exported to {where}{device} only (rawcuda never copies in __dlpack__)"
-            )
-    return Plan(_versioned(max_version), device, _sync(stream, device[0] == DLDeviceType.CPU, host_accessible))
-
-
-def _device_pair(dl_device: Any) -> tuple[int, int]:
-    try:
-        kind, ordinal = dl_device
-        if isinstance(kind, bool) or isinstance(ordinal, bool):
-            raise TypeError
-        return int(kind), int(ordinal)
-    except (TypeError, ValueError):
-        raise TypeError(f"dl_device must be a (device_type, device_id) pair of ints, not {dl_device!r}") from None
-
-
-def _versioned(max_version: Any) -> bool:
-    if max_version is None:
-        return False  # a consumer from before DLPack 1.0: the legacy struct and name
-    try:
-        major, _minor = (int(part) for part in max_version)
-    except (TypeError, ValueError):
-        raise TypeError(f"max_version must be None or a (major, minor) pair of ints, not {max_version!r}") from None
-    return major >= VERSIONED_MAJOR
-
-
-def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str | None:
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
-        raise TypeError(f"stream must be None or an int (a CUstream, 1, 2 or -1), not {type(stream).__name__}")
-    if host_consumer:
-        if stream is not None:
-            raise ValueError(f"stream={stream} with dl_device=kDLCPU: the host has no stream; pass stream=None")
-        return HOST
-    if stream is None:  # "assume the legacy default stream": where the consumer is unknown, the host waits
-        return HOST if host_accessible else STREAM_LEGACY
-    if stream == STREAM_NO_SYNC:
-        return None
-    if stream == STREAM_AMBIGUOUS:
-        raise ValueError(
-            "stream=0 is forbidden by the DLPack protocol (it could mean either default stream): pass 1 for "
-            "the legacy default stream, 2 for the per-thread one, or the CUstream itself"
-        )
-    if not 0 < stream < MAX_STREAM:
-        raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
-    return stream
 
 
 # --- element types ------------------------------------------------------------------------------------------------

@@ -28,6 +28,7 @@ from rawcuda.ffi.dlpack import DLDataTypeCode, DLDeviceType, DLPackFlag
 from rawcuda.loans import Loan, Loans
 from rawcuda.testing import leaks
 from rawcuda.testing.leaks import LeakCheck
+from tests.helpers import MAPPED_STREAM_NUMBER as STREAM
 
 HOST = DLDeviceType.CUDA_HOST
 
@@ -516,10 +517,18 @@ def plan(kind: DLDeviceType = CUDA, host_accessible: bool = False, **kwargs: Any
 
 def test_the_stream_a_device_consumer_names() -> None:
     assert plan().sync == ffi.STREAM_LEGACY, "None: the producer must assume the legacy default stream"
-    assert plan(stream=1).sync == 1 and plan(stream=2).sync == 2 and plan(stream=0x7F00_1234).sync == 0x7F00_1234
+    assert plan(stream=1).sync == 1 and plan(stream=2).sync == 2 and plan(stream=STREAM).sync == STREAM
     assert plan(stream=-1).sync is None, "-1: no synchronization at all"
     assert plan(HOST, host_accessible=True).sync == dlpack.HOST, "host memory, consumer unknown: the host waits"
-    assert plan(HOST, host_accessible=True, stream=5).sync == 5
+    assert plan(HOST, host_accessible=True, stream=STREAM).sync == STREAM
+
+
+@pytest.mark.parametrize("number", [3, 0xDEAD_BEEF_000, 0x7FFF_FFFF_FFFF_FFFF], ids=["3", "unmapped", "2^63-1"])
+def test_a_consumer_stream_under_which_nothing_is_mapped_is_refused(number: int) -> None:
+    # cuStreamWaitEvent reads the number as a pointer: before the check, __dlpack__(stream=3) with work
+    # pending on the buffer killed the process (SIGSEGV in the driver, attack a10 on the H200).
+    with pytest.raises(ValueError, match="no CUstream: nothing is mapped"):
+        plan(stream=number)
     assert plan(HOST, host_accessible=True, dl_device=(CPU, 0)).sync == dlpack.HOST
 
 

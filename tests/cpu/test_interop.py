@@ -14,6 +14,7 @@ import pytest
 from rawcuda.devicebuffer import DeviceBuffer
 from rawcuda.interop import ForeignArrayError, foreign_pointer
 from rawcuda.kernelargs import ArgPacker, ParamSpec, identity_key
+from tests.helpers import MAPPED_STREAM_NUMBER as STREAM
 
 ADDRESS = 0x7F00_0000_0000
 
@@ -26,9 +27,19 @@ def cai(**changes: Any) -> Any:
 
 def test_the_address_passes_and_the_stream_is_collected() -> None:
     waits: list[int] = []
-    assert foreign_pointer(cai(stream=0x1234), False, waits) == ADDRESS and waits == [0x1234]
-    assert foreign_pointer(cai(stream=None), False, waits) == ADDRESS and waits == [0x1234]  # None: nothing pending
-    assert foreign_pointer(cai(stream=0x99, version=2), False, waits) == ADDRESS and waits == [0x1234]  # v2: no key
+    assert foreign_pointer(cai(stream=STREAM), False, waits) == ADDRESS and waits == [STREAM]
+    assert foreign_pointer(cai(stream=None), False, waits) == ADDRESS and waits == [STREAM]  # None: nothing pending
+    assert foreign_pointer(cai(stream=0x99, version=2), False, waits) == ADDRESS and waits == [STREAM]  # v2: no key
+    assert foreign_pointer(cai(stream=2), False, waits) == ADDRESS and waits == [STREAM, 2]  # a name, not a pointer
+
+
+@pytest.mark.parametrize("number", [3, 0xDEAD_BEEF_000, 0x7FFF_FFFF_FFFF_FFFF], ids=["3", "unmapped", "2^63-1"])
+def test_a_stream_number_under_which_nothing_is_mapped_is_refused(number: int) -> None:
+    # The driver reads a CUstream as a pointer: before the check, a launch with this array died of SIGSEGV.
+    waits: list[int] = []
+    with pytest.raises(ForeignArrayError, match="nothing is mapped at that address"):
+        foreign_pointer(cai(stream=number), False, waits)
+    assert waits == [], "nothing may be collected for the launch to wait on"
 
 
 @pytest.mark.parametrize(
@@ -57,8 +68,9 @@ def test_the_packer_refuses_a_read_only_array_unless_the_parameter_is_read_only(
 
     with pytest.raises(ArgumentError, match=r"k argument 0: .*read-only"):
         ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((cai(data=(ADDRESS, True)),))
-    packed = ArgPacker("k", [ParamSpec("int", 8, "u64", read_only=True)]).pack((cai(data=(ADDRESS, True), stream=7),))
-    assert packed.waits == [7]
+    read_only = ParamSpec("int", 8, "u64", read_only=True)
+    packed = ArgPacker("k", [read_only]).pack((cai(data=(ADDRESS, True), stream=STREAM),))
+    assert packed.waits == [STREAM]
 
 
 def fake_buffer() -> DeviceBuffer:
