@@ -119,7 +119,12 @@ class Capture:
     ) -> None:
         stream, graph = self.stream, self.graph
         if graph is None:
-            raise RuntimeError("Capture.__exit__ without a successful __enter__")
+            raise RuntimeError(
+                "Capture.__exit__ without a matching __enter__: the capture never began, or it has ended already"
+            )
+        # Forget the graph first: a second __exit__ (by hand) must not end a capture twice -- it would take one
+        # more off the deferral's count of open captures, and every later GC release would then wait forever.
+        self.graph = None
         stream.capturing = None
         handle = c_void_p()
         try:
