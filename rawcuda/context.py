@@ -145,11 +145,13 @@ class Context:
     def __enter__(self) -> Context:
         self.check_usable()
         cu.cuCtxPushCurrent(self._handle)
+        self._enter_stack.depth = getattr(self._enter_stack, "depth", 0) + 1  # (see _release_handle)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
+        self._enter_stack.depth = getattr(self._enter_stack, "depth", 1) - 1
         if getattr(self._enter_stack, "popped_by_destroy", False):  # closed inside the block: already popped
             self._enter_stack.popped_by_destroy = False
             return
@@ -265,12 +267,22 @@ class Context:
     def _release_handle(self) -> None:
         if self._poison is not None or os.getpid() != self._pid:
             return  # never call into a poisoned context, or the parent's from a forked child
-        if not self.is_primary and peek_current() == self._handle:
+        was_current = not self.is_primary and peek_current() == self._handle
+        if was_current:
             # cuCtxDestroy pops a context that is current on the calling thread (cuda.h): a
             # `with ctx:` around this close must not pop it a second time (see __exit__).
             self._enter_stack.popped_by_destroy = True
         release = _release_primary if self.is_primary else _destroy_created
         release(self._handle, self.device.handle)
+        if was_current and not getattr(self._enter_stack, "depth", 0) and peek_current() == 0:
+            # Not current by a `with` block (which pushed it, and whose pop restores what it found) but by a
+            # call into it (activate), which put it in place of what was there: the pop leaves the thread with
+            # *no* context, and CuPy's next kernel fails with CUDA_ERROR_INVALID_CONTEXT (attack a24 on the
+            # H200). Torch and CuPy work in the primary context: put rawcuda's back.
+            primary = _default.get(self.device.ordinal)
+            if primary is not None and primary.usable:
+                with contextlib.suppress(CudaError):  # the destroy succeeded: close() must not fail after it
+                    make_current(primary.raw_handle)
 
     # --- host views: memory that numpy may still read after close() --------------------------------------------
     def hold(self) -> None:
