@@ -94,7 +94,7 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
             raise ForeignArrayError(
                 f"this {name} names stream {stream:#x}, but nothing is mapped at that address in this process: it "
                 "is no CUstream (the driver would crash reading it) -- its producer's __cuda_array_interface__ "
-                "is wrong (a stream of another process, or of one destroyed long ago?)"
+                "is wrong (a stream of another process?)"
             )
         waits.append(stream)
     return ptr

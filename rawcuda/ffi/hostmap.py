@@ -9,8 +9,12 @@ Array Interface's ``"stream"`` hand it numbers from *other* code.
 No driver call can ask "is this a stream?" without reading the pointer first. What the kernel can say
 safely is whether the page under the address is mapped at all: ``mincore(2)`` fails with ``ENOMEM`` for an
 unmapped range and never touches the memory. That refuses small integers, sign-extended garbage and freed
-heap regions returned to the OS -- the numbers a wrong caller actually passes -- though not a pointer to
-some other live object (nothing short of the driver could).
+heap regions returned to the OS. It does **not** refuse a page that is mapped but unreadable -- and that
+is where a device pointer lies (the driver's no-access reservation, ``---p`` in ``/proc/self/maps``):
+a device pointer or a ``PROT_NONE`` page passed as a stream still crashes the driver (attack a02 on the
+H200). Nor can any check refuse a pointer to some other readable object, or a stream destroyed a moment
+ago. (Asking whether the byte is *readable* -- ``write(2)`` of it into a pipe fails with ``EFAULT`` --
+closes the first gap; it is on branch i19-readable, waiting for a device run.)
 
 Linux only (the driver rawcuda loads is ``libcuda.so``); elsewhere the answer is "cannot tell" (None).
 """
