@@ -14,7 +14,7 @@ is where a device pointer lies (the driver's no-access reservation, ``---p`` in 
 a device pointer or a ``PROT_NONE`` page passed as a stream still crashes the driver (attack a02 on the
 H200). Nor can any check refuse a pointer to some other readable object, or a stream destroyed a moment
 ago. (Asking whether the byte is *readable* -- ``write(2)`` of it into a pipe fails with ``EFAULT`` --
-closes the first gap; it is on branch i19-readable, waiting for a device run.)
+closes the first gap; it is on branch next-verify, waiting for a device run.)
 
 Linux only (the driver rawcuda loads is ``libcuda.so``); elsewhere the answer is "cannot tell" (None).
 """
