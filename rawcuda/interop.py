@@ -31,7 +31,7 @@ from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
 from .ffi.constants import STREAM_LEGACY, STREAM_PER_THREAD, EventFlag, EventWaitFlag, StreamCaptureMode
-from .ffi.hostmap import is_mapped
+from .ffi.hostmap import is_readable
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
@@ -90,11 +90,11 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
                 "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
             )
-        if stream not in _DEFAULT_STREAMS and is_mapped(stream) is False:
+        if stream not in _DEFAULT_STREAMS and is_readable(stream) is False:
             raise ForeignArrayError(
-                f"this {name} names stream {stream:#x}, but nothing is mapped at that address in this process: it "
+                f"this {name} names stream {stream:#x}, but this process cannot read memory at that address: it "
                 "is no CUstream (the driver would crash reading it) -- its producer's __cuda_array_interface__ "
-                "is wrong (a stream of another process?)"
+                "is wrong (a device pointer where the stream belongs? a stream of another process?)"
             )
         waits.append(stream)
     return ptr
