@@ -20,6 +20,7 @@ The other direction (rawcuda's buffers read by others) is in :mod:`rawcuda.devic
 
 from __future__ import annotations
 
+import numbers
 import threading
 from ctypes import byref, c_int, c_void_p
 from typing import Any
@@ -63,7 +64,12 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
         if not isinstance(version, int):
             raise TypeError(f"version is {version!r}, not an int")
         stream = cai.get("stream") if version >= STREAM_AWARE_VERSION else None
-        stream = None if stream is None else int(stream)
+        if stream is not None:
+            # An int, as the spec says -- not int()'s reading of True, 1.9 or "2" (streams 1, 1 and 2), which
+            # __dlpack__ refuses too. numbers.Integral: numpy's integers are ints here.
+            if isinstance(stream, bool) or not isinstance(stream, numbers.Integral):
+                raise TypeError(f"stream is {stream!r} ({type(stream).__name__}), not an int")
+            stream = int(stream)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise ForeignArrayError(
             f"this {name}'s __cuda_array_interface__ is malformed ({type(exc).__name__}: {exc}): version 3 of "
