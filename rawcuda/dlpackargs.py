@@ -24,7 +24,7 @@ from .ffi.dlpack import (
     VERSIONED_MAJOR,
     DLDeviceType,
 )
-from .ffi.hostmap import is_mapped
+from .ffi.hostmap import is_readable
 
 #: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
 HOST = "host"
@@ -114,10 +114,11 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
         )
     if not 0 < stream < MAX_STREAM:
         raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
-    if stream not in (STREAM_LEGACY, STREAM_PER_THREAD) and is_mapped(stream) is False:
+    if stream not in (STREAM_LEGACY, STREAM_PER_THREAD) and is_readable(stream) is False:
         # (the driver would read the handle as a pointer and crash the process: rawcuda.ffi.hostmap says why)
         raise ValueError(
-            f"stream={stream:#x} is no CUstream: nothing is mapped at that address in this process; pass the "
+            f"stream={stream:#x} is no CUstream: this process cannot read memory at that address (a device "
+            "pointer, or no pointer at all?); pass the "
             "consumer stream's handle (torch: torch.cuda.current_stream().cuda_stream; CuPy: stream.ptr), 1 "
             "(legacy default stream), 2 (per-thread default stream) or -1 (no synchronization)"
         )

@@ -1,74 +1,101 @@
-"""Layer 0: is anything mapped at this address? -- the check before a foreign stream handle reaches the driver.
+"""Layer 0: can this process read the byte at this address? -- the check before a foreign stream handle
+reaches the driver.
 
 A ``CUstream`` is a pointer into the driver's own memory, and the driver trusts it: give
-``cuStreamWaitEvent`` the number 3, or a stale pointer from a library that miscounted, and it reads
-address 3 -- a segmentation fault that takes the whole interpreter with it, no exception possible. rawcuda
-makes its own streams, so their handles are sound; but DLPack's ``__dlpack__(stream=...)`` and the CUDA
-Array Interface's ``"stream"`` hand it numbers from *other* code.
+``cuStreamWaitEvent`` the number 3, or a device pointer mistaken for a stream, and it reads there -- a
+segmentation fault that takes the whole interpreter with it, no exception possible. rawcuda makes its own
+streams, so their handles are sound; but DLPack's ``__dlpack__(stream=...)`` and the CUDA Array Interface's
+``"stream"`` hand it numbers from *other* code.
 
 No driver call can ask "is this a stream?" without reading the pointer first. What the kernel can say
-safely is whether the page under the address is mapped at all: ``mincore(2)`` fails with ``ENOMEM`` for an
-unmapped range and never touches the memory. That refuses small integers, sign-extended garbage and freed
-heap regions returned to the OS. It does **not** refuse a page that is mapped but unreadable -- and that
-is where a device pointer lies (the driver's no-access reservation, ``---p`` in ``/proc/self/maps``):
-a device pointer or a ``PROT_NONE`` page passed as a stream still crashes the driver (attack a02 on the
-H200). Nor can any check refuse a pointer to some other readable object, or a stream destroyed a moment
-ago. (Asking whether the byte is *readable* -- ``write(2)`` of it into a pipe fails with ``EFAULT`` --
-closes the first gap; it is on branch i19-readable, waiting for a device run.)
+safely is whether one byte there is *readable*: ``write(2)`` of that byte into a pipe copies it inside
+the kernel, which fails with ``EFAULT`` instead of faulting the process. Why not ``mincore(2)``, which
+asks only whether a page is mapped? Because the likeliest wrong numbers are mapped: a device pointer lies
+in the driver's address reservation, mapped with no access at all (``---p`` in ``/proc/self/maps``), and
+passed that test and crashed the driver (attack a02 on the H200). A readable page refuses small integers,
+device pointers, ``PROT_NONE`` guard pages and unmapped garbage -- though not a pointer to some other
+readable object, nor a stream destroyed a moment ago whose memory the driver still holds: nothing short
+of the driver could tell those apart, and it does not offer to.
 
-Linux only (the driver rawcuda loads is ``libcuda.so``); elsewhere the answer is "cannot tell" (None).
+Linux and other POSIX systems (the driver rawcuda loads is ``libcuda.so``); without libc's ``write`` the
+answer is "cannot tell" (None).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
-import mmap
+import os
 import sys
-from ctypes import POINTER, c_int, c_size_t, c_ubyte, c_void_p
+import threading
+from ctypes import c_size_t, c_ssize_t, c_void_p
 
-#: mincore() wants a page-aligned start; the page size is the kernel's, not a constant of ours.
-PAGE_SIZE = mmap.PAGESIZE
 ADDRESS_LIMIT = 1 << 64  # a pointer on a 64-bit host
+_ONE_BYTE = 1
 
 
-class _Mincore:
-    """The libc function, declared once on first use (``int mincore(void *addr, size_t length,
-    unsigned char *vec)``), with the one-byte vector it writes for one page."""
+class _Probe:
+    """libc's ``write`` (declared once: ``ssize_t write(int fd, const void *buf, size_t count)``) and a pipe
+    only this process reads. The pipe is made again in a forked child: parent and child would otherwise
+    share it, and one could read the byte the other wrote."""
 
     def __init__(self) -> None:
-        self.function = None
-        self.vector = (c_ubyte * 1)()
-        if sys.platform.startswith("linux"):
-            try:
-                function = ctypes.CDLL(None, use_errno=True).mincore
-            except (OSError, AttributeError):
-                return
-            function.argtypes = [c_void_p, c_size_t, POINTER(c_ubyte)]
-            function.restype = c_int
-            self.function = function
+        self.lock = threading.Lock()
+        self.write = None
+        self.pid = -1
+        self.read_end = self.write_end = -1
+        if sys.platform == "win32":
+            return
+        try:
+            write = ctypes.CDLL(None, use_errno=True).write
+        except (OSError, AttributeError):
+            return
+        write.argtypes = [ctypes.c_int, c_void_p, c_size_t]
+        write.restype = c_ssize_t
+        self.write = write
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        self.lock = threading.Lock()  # a thread of the parent may have held it: it does not exist here
+
+    def pipe(self) -> tuple[int, int]:
+        if self.pid != os.getpid():
+            if self.pid != -1:  # a forked child: close its copies of the parent's ends
+                for end in (self.read_end, self.write_end):
+                    with contextlib.suppress(OSError):
+                        os.close(end)
+            self.read_end, self.write_end = os.pipe()  # (the parent's ends, in a child, are left to the parent)
+            for end in (self.read_end, self.write_end):
+                os.set_blocking(end, False)
+            self.pid = os.getpid()
+        return self.read_end, self.write_end
 
 
-_mincore: _Mincore | None = None
+_probe: _Probe | None = None
+_probe_lock = threading.Lock()
 
 
-def is_mapped(address: int) -> bool | None:
-    """True if the page holding ``address`` is mapped in this process, False if not, None if this platform
-    cannot tell. Never reads the memory."""
-    global _mincore
+def is_readable(address: int) -> bool | None:
+    """True if this process can read the byte at ``address``, False if not, None if this platform cannot
+    tell. The memory is read by the kernel on the process's behalf, never by the process itself."""
+    global _probe
     if not 0 < address < ADDRESS_LIMIT:
         return False
-    if _mincore is None:
-        _mincore = _Mincore()
-    function = _mincore.function
-    if function is None:
+    if _probe is None:
+        with _probe_lock:
+            if _probe is None:
+                _probe = _Probe()
+    probe = _probe
+    if probe.write is None:
         return None
-    page = address - address % PAGE_SIZE
-    if function(page, 1, _mincore.vector) == 0:
-        return True
-    code = ctypes.get_errno()
-    # ENOMEM: not mapped. (EINVAL would mean a bad start, which page alignment rules out; say "cannot tell".)
-    return False if code == errno.ENOMEM else None
+    with probe.lock:  # one byte in the pipe at a time: each caller reads back its own
+        read_end, write_end = probe.pipe()
+        if probe.write(write_end, address, _ONE_BYTE) == _ONE_BYTE:
+            os.read(read_end, _ONE_BYTE)
+            return True
+        code = ctypes.get_errno()
+    return False if code == errno.EFAULT else None
 
 
-__all__ = ["ADDRESS_LIMIT", "PAGE_SIZE", "is_mapped"]
+__all__ = ["ADDRESS_LIMIT", "is_readable"]
