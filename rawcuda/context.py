@@ -153,7 +153,13 @@ class Context:
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._enter_stack.depth = getattr(self._enter_stack, "depth", 1) - 1
+        depth = getattr(self._enter_stack, "depth", 0)
+        if depth == 0:  # it would pop what this thread's own code pushed, and leave the count at -1
+            raise RuntimeError(
+                f"{self!r}.__exit__ on a thread that did not enter it: a `with ctx:` block pushes onto the stack "
+                "of the thread that entered it, and only that thread's matching __exit__ may pop (once per enter)"
+            )
+        self._enter_stack.depth = depth - 1
         if getattr(self._enter_stack, "popped_by_close", False):  # closed inside the block: already popped
             self._enter_stack.popped_by_close = False
             return

@@ -246,6 +246,52 @@ def test_closing_inside_with_blocks_keeps_the_stack(fake_ctx_libcuda: Path) -> N
     }
 
 
+def test_an_exit_without_an_enter_on_this_thread_is_refused(fake_ctx_libcuda: Path) -> None:
+    # Before: __exit__ counted down from 1 on a thread that never entered, and popped that thread's context; a
+    # second one drove the count to -1, after which closing no longer put the primary back.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary = rawcuda.default_context()
+        c = Context.create()
+        name(primary=primary, c=c)
+        primary.activate()
+        refused = []
+        for _ in range(2):
+            try:
+                c.__exit__(None, None, None)
+            except RuntimeError as exc:
+                refused.append("did not enter" in str(exc))
+        out["refused"] = refused
+        out["untouched"] = stack()
+        with c:
+            box = []
+
+            def elsewhere():
+                try:
+                    c.__exit__(None, None, None)
+                except RuntimeError:
+                    box.append("refused")
+
+            worker = threading.Thread(target=elsewhere)
+            worker.start()
+            worker.join()
+            out["other thread"] = box
+        out["after the block"] = stack()
+        c.mem_info()
+        c.close()
+        out["after close"] = stack()
+        """,
+    )
+    assert result == {
+        "refused": [True, True],
+        "untouched": ["primary"],
+        "other thread": ["refused"],
+        "after the block": ["primary"],
+        "after close": ["primary"],
+    }
+
+
 # --- host views: a close that waits -----------------------------------------------------------------------------
 def test_a_deferred_close_takes_the_context_off_the_thread_at_once(fake_ctx_libcuda: Path) -> None:
     # Before: with a host view alive, close() left the closed (not yet destroyed) context current, so the next
