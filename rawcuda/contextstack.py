@@ -27,10 +27,13 @@ Why only if active? ``cuDevicePrimaryCtxGetState`` says whether anyone holds the
 libraries work in, and retaining it costs only a count: rawcuda retains it, makes it current and
 releases it at once, so the lifetime stays its holders' (rawcuda keeps no reference nobody asked for).
 If nobody does, nothing in the process uses it: creating it would cost device memory and time for no
-one, and the CUDA runtime makes it current by itself on its first call anyway -- the thread is left with
-nothing, as it most likely began. (A holder's last release between the two calls would make the retain
-create it and the release reset it: the thread is then left with a reset primary, which the runtime's
-next call reports. No library releases the primary while it uses it, so this is left as it is.)
+one, and a runtime call that needs a context finds none current and selects, initializes and makes
+current the primary by itself (CUDA Runtime API, "Interactions with the CUDA Driver API") -- so the thread
+is left with nothing, as it most likely began. (CuPy failed all the same because it launches kernels
+through the driver API, cuLaunchKernel, which selects nothing, once the runtime has set the primary up.)
+A holder's last release between the two calls would make the retain create it and the release reset it:
+the thread is then left with a reset primary, which the next call reports. No library releases the
+primary while it uses it, so this is left as it is.
 
 What cannot be helped: a context closed on thread B stays current, destroyed, on thread A -- only A can
 change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.current); another
