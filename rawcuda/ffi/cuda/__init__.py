@@ -68,7 +68,6 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuLaunchCooperativeKernel": _TOPIC + " (grid-wide synchronization)",
     "cuOccupancyMaxPotentialBlockSize": _TOPIC,
     "cuDeviceCanAccessPeer": _TOPIC + " (peer access between GPUs)",
-    "cuDevicePrimaryCtxGetState": _TOPIC,
     "cuDevicePrimaryCtxSetFlags": _TOPIC,
     "cuDevicePrimaryCtxReset": _TOPIC,
     "cuCtxGetId": _TOPIC,

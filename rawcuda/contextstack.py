@@ -1,0 +1,108 @@
+"""Layer 2: what closing a context leaves current on the thread -- exactly what it found, minus itself.
+
+The driver keeps a *stack* of contexts per thread, and four calls move it differently (cuda.h):
+``cuCtxPushCurrent`` pushes, ``cuCtxPopCurrent`` pops, ``cuCtxSetCurrent`` **replaces the top** (that is
+what ``Context.activate()`` uses, so that a method leaves no extra entry behind), and ``cuCtxDestroy`` pops
+the context if it is current on the calling thread -- only there: on other threads it stays current,
+destroyed. A primary release (``cuDevicePrimaryCtxRelease``) never pops anything.
+
+Closing used to *activate* the context to synchronize it and close its children. That replaced whatever
+was on top -- another created context, the primary CuPy works in -- and the destroy then popped the
+closing context, leaving the thread with what lay below, often nothing: CuPy's next kernel failed with
+``CUDA_ERROR_INVALID_CONTEXT`` (attack scripts on the H200). So the rule is now:
+
+* the work a close does *in* the context (synchronize, close the children, a host view's last free) runs
+  with the context **pushed**, and it is popped after: the slot is the closer's own, and whatever a child
+  or a finalizer makes current in between stays in that slot (:func:`pushed`);
+* the closing context itself leaves the thread (:func:`leave`): if it is current there, it is popped --
+  before ``cuCtxDestroy``, which then has nothing to pop, so a close that *waits* for host views takes the
+  closed context off the thread just the same (nothing may run in a context rawcuda has closed);
+* if that pop leaves **nothing** current, and the context was not current by a ``with`` block (whose
+  ``__exit__`` restores what the block found -- possibly nothing, as the thread began), it was current by
+  a call: ``activate()`` put it *in place of* something rawcuda cannot know. Then the device's primary
+  context is made current again, **if it is active** (:func:`put_primary_back`).
+
+Why only if active? ``cuDevicePrimaryCtxGetState`` says whether anyone holds the primary: rawcuda's
+``default_context()``, the CUDA runtime under CuPy or torch. If someone does, it is the context those
+libraries work in, and retaining it costs only a count: rawcuda retains it, makes it current and
+releases it at once, so the lifetime stays its holders' (rawcuda keeps no reference nobody asked for).
+If nobody does, nothing in the process uses it: creating it would cost device memory and time for no
+one, and a runtime call that needs a context finds none current and selects, initializes and makes
+current the primary by itself (CUDA Runtime API, "Interactions with the CUDA Driver API") -- so the thread
+is left with nothing, as it most likely began. (CuPy failed all the same because it launches kernels
+through the driver API, cuLaunchKernel, which selects nothing, once the runtime has set the primary up.)
+A holder's last release between the two calls would make the retain create it and the release reset it:
+the thread is then left with a reset primary, which the next call reports. No library releases the
+primary while it uses it, so this is left as it is.
+
+What cannot be helped: a context closed on thread B stays current, destroyed, on thread A -- only A can
+change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.current); another
+library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from ctypes import byref, c_int, c_uint, c_void_p
+
+from .checked import cu
+from .checked.errors import CudaError
+from .current import peek_current
+
+NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no context (NULL)
+
+
+@contextlib.contextmanager
+def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
+    """``handle`` pushed for the body, popped after it; yields whether the push succeeded. A failed push is
+    appended to ``errors`` (a closing context reports it at the end) and nothing is popped."""
+    try:
+        cu.cuCtxPushCurrent(handle)
+    except CudaError as exc:
+        errors.append(exc)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(CudaError):  # (a sticky error here has poisoned every context already)
+            cu.cuCtxPopCurrent(byref(c_void_p()))
+
+
+def leave(handle: int, device: int, *, in_with_block: bool) -> bool:
+    """Pop ``handle`` if it is this thread's current context, and put the primary back when that leaves
+    nothing and no ``with`` block of this context is open here (see the module docstring). Returns whether it
+    popped. Never raises: it runs while a context is being closed, after which close() must not fail."""
+    if peek_current() != handle:
+        return False
+    with contextlib.suppress(CudaError):
+        cu.cuCtxPopCurrent(byref(c_void_p()))
+    if not in_with_block:
+        with contextlib.suppress(CudaError):
+            put_primary_back(device)
+    return True
+
+
+def put_primary_back(device: int) -> None:
+    """Make ``device``'s primary context current if nothing is, and someone holds it (it is active)."""
+    if peek_current() != NOTHING_CURRENT:
+        return
+    flags, active = c_uint(), c_int()
+    cu.cuDevicePrimaryCtxGetState(device, byref(flags), byref(active))
+    if not active.value:
+        return
+    primary = c_void_p()
+    cu.cuDevicePrimaryCtxRetain(byref(primary), device)
+    try:
+        cu.cuCtxSetCurrent(primary.value)
+    finally:
+        cu.cuDevicePrimaryCtxRelease(device)
+
+
+def destroy(handle: int, device: int, *, in_with_block: bool = False) -> bool:
+    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`).
+    Returns whether it was current here; raises what the destroy raises."""
+    left = leave(handle, device, in_with_block=in_with_block)
+    cu.cuCtxDestroy(handle)
+    return left
