@@ -365,8 +365,8 @@ class DeviceBuffer(Resource, Exportable):
         """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
 
         ``stream`` names a stream after which no async rawcuda operation on this memory -- through this
-        buffer or any view of it -- is pending, or None when nothing is (rawcuda.pending). Kernels you
-        launch are not tracked: synchronize (or record on that stream) before sharing.
+        buffer or any view of it, kernel launches included -- is pending, or None when nothing is
+        (rawcuda.pending). Graph replays are not tracked: synchronize their stream before sharing.
         """
         self.check_open()
         return {
