@@ -323,9 +323,10 @@ class DeviceBuffer(Resource, Exportable):
         ctx.activate()
         on_stream(handle)
         stream.keep_alive(keep)
-        self.pending.record(stream)
-        if host is not None:
-            host.record(stream)
+        if stream.capturing is None:  # a captured copy runs at replay, not now: as for launches (rawcuda.pending)
+            self.pending.record(stream)
+            if host is not None:
+                host.record(stream)
 
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:
