@@ -335,3 +335,20 @@ def test_the_stand_ins_are_what_a_launch_reads(ctx: StandInContext, launches: li
     (_config, kernel, params, extra) = launches[0]
     assert kernel.value == KERNEL_HANDLE and extra is None and params[0] is not None
     assert fn.last_config == ((1, 1, 1), (32, 1, 1), 0, 0)
+
+
+def test_a_captured_memset_records_nothing_either(ctx: StandInContext, monkeypatch: pytest.MonkeyPatch) -> None:
+    # Copies and memsets record their stream too (DeviceBuffer._transfer); inside a capture they run at replay.
+    from rawcuda import devicebuffer
+
+    queued: list[int] = []
+    driver = SimpleNamespace(
+        cuMemsetD32Async=lambda *args: queued.append(args[-1]), cuMemsetD32=None
+    )  # (both looked up)
+    monkeypatch.setattr(devicebuffer, "cu", driver)
+    held: list[Any] = []
+    s, c = stand_in_stream(ctx, STREAM_A), StandInBuffer(N, context=ctx)
+    s.capturing = SimpleNamespace(keep_alive=held.append)  # what rawcuda.capture sets: the Graph being recorded into
+    c.fill(1.0, stream=s)
+    assert queued == [STREAM_A] and held == [None], "the memset was queued (captured) on the stream"
+    assert c.pending.streams == []
