@@ -14,6 +14,7 @@ import pytest
 from rawcuda.devicebuffer import DeviceBuffer
 from rawcuda.interop import ForeignArrayError, foreign_pointer
 from rawcuda.kernelargs import ArgPacker, ParamSpec, identity_key
+from rawcuda.pending import PendingStream
 from tests.helpers import MAPPED_STREAM_NUMBER as STREAM
 
 ADDRESS = 0x7F00_0000_0000
@@ -90,6 +91,7 @@ def fake_buffer() -> DeviceBuffer:
     buf = DeviceBuffer.__new__(DeviceBuffer)
     buf._ptr, buf._closed, buf._base = ADDRESS, False, None
     buf.shape, buf.dtype = (4,), np.dtype(np.float32)
+    buf.pending = PendingStream()  # where a launch records its stream (the packer lists it)
     return buf
 
 
