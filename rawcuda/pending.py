@@ -24,6 +24,7 @@ wait itself (:meth:`PendingStream.synchronize`).
 from __future__ import annotations
 
 import contextlib
+import threading
 import weakref
 from ctypes import byref, c_void_p
 from typing import Any
@@ -102,60 +103,120 @@ class PendingStream:
     pending copy. Two views written on two streams leave two streams pending, but the interface names one:
     exporting makes the last stream wait (cuStreamWaitEvent) for the others, so it stands for all of them.
 
-    ``last`` is the weak reference to the stream recorded last (``streams[-1]``; a call answering None when
-    nothing is pending). A launch compares ``last() is stream`` before calling :meth:`record`: the same stream
-    again -- a loop of launches -- is the common case, and costs one call of a weak reference per buffer.
+    ``last`` is the weak reference to the stream recorded last (a call answering None when nothing is
+    pending). A launch compares ``last() is stream`` before calling :meth:`record`: the same stream again -- a
+    loop of launches -- is the common case, and costs one call of a weak reference per buffer, no lock. A
+    stream recorded before, but not last (two streams taking turns), costs a move to the end of a small dict.
+
+    Threads: a launch on one thread may record while another exports or waits. The record changes under a
+    lock, never held across a driver call: a waiter (:meth:`handle`, :meth:`order_before`,
+    :meth:`synchronize`) takes a snapshot, waits outside the lock, then forgets only the entries it waited
+    for *and that nobody recorded again since* (each record numbers its entry). While a waiter runs, ``last``
+    answers None, so a launch meanwhile takes the locked path and renumbers its entry -- the lock-free check
+    can never skip a record that a waiter is about to forget.
+
+    Capture: a pending stream that is now capturing into a graph cannot be waited for or joined -- an event
+    recorded there, or a synchronize, would be captured or invalidate the capture -- so exporting then raises
+    BufferError (export after the capture ends).
+
+    Known limit: a stream collected *while a capture is open* (on any stream) has its release -- which waits
+    for its work -- deferred to the end of the capture (``resource.CaptureDeferral``), but its weak entry here
+    dies at once, so an export meanwhile does not wait for that stream's last work. Keep streams you launched
+    on alive (or synchronize them) until their buffers are exported.
     """
 
-    __slots__ = ("last", "streams")
+    __slots__ = ("_entries", "_lock", "_number", "_waiters", "last")
 
     def __init__(self) -> None:
-        self.streams: list[weakref.ref[Any]] = []
+        # id(stream) -> (weak reference, the number of its latest record); insertion order is recording order.
+        self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
+        self._lock = threading.Lock()
+        self._number = 0  # counts records: an entry renumbered since a waiter's snapshot is kept by it
+        self._waiters = 0  # waiters between their snapshot and their forget: ``last`` stays None meanwhile
         self.last: Any = _nothing
 
-    def _set(self, refs: list[weakref.ref[Any]]) -> None:
-        # ``last`` is taken back first and set last: a thread reading it between the two steps sees nothing
-        # recorded (and records), never a stream the list no longer holds.
-        self.last = _nothing
-        self.streams = refs
-        if refs:
-            self.last = refs[-1]
+    @property
+    def streams(self) -> list[weakref.ref[Any]]:
+        """The weak references recorded, oldest first (a copy)."""
+        with self._lock:
+            return [ref for ref, _ in self._entries.values()]
 
     def record(self, stream: Stream | LegacyStream | None) -> None:
         """After an operation queued on ``stream`` (None: a synchronous one, after which nothing is pending)."""
         if stream is None:
-            self._set([])
-        elif self.last() is not stream:
-            # Moved to the end when it was there already: ``last`` is then the stream used most recently.
-            kept = [ref for ref in self.streams if (s := ref()) is not None and s is not stream and not s.closed]
-            self._set([*kept, weakref.ref(stream)])
+            with self._lock:
+                self.last = _nothing
+                self._entries.clear()
+            return
+        if self.last() is stream:  # only ever a stream whose entry no waiter is about to forget (see the class)
+            return
+        key = id(stream)
+        with self._lock:
+            self._number += 1
+            entry = self._entries.pop(key, None)  # moved to the end when it was there: ``last`` is then this one
+            if entry is not None and entry[0]() is stream:
+                ref = entry[0]
+            else:  # new (or a dead stream's id reused): the moment to forget finished streams
+                ref = weakref.ref(stream)
+                for old, (old_ref, _) in list(self._entries.items()):
+                    if (s := old_ref()) is None or s.closed:
+                        del self._entries[old]
+            self._entries[key] = (ref, self._number)
+            if not self._waiters:
+                self.last = ref
 
-    def _alive(self) -> list[Any]:
-        """The streams still open, strongly held for the caller (and the record pruned to them)."""
-        live = [(ref, s) for ref in self.streams if (s := ref()) is not None and not s.closed]
-        if len(live) != len(self.streams):
-            self._set([ref for ref, _ in live])
-        return [s for _, s in live]
+    def _begin(self) -> list[tuple[int, int, Any]]:
+        """A waiter's snapshot: (key, number, stream) of each stream still open, strongly held for the caller."""
+        with self._lock:
+            self._waiters += 1
+            self.last = _nothing  # from now, a launch records under the lock (renumbering what it records)
+            live = []
+            for key, (ref, number) in list(self._entries.items()):
+                if (s := ref()) is None or s.closed:
+                    del self._entries[key]
+                else:
+                    live.append((key, number, s))
+            return live
+
+    def _end(self, waited: list[tuple[int, int, Any]]) -> None:
+        """Forget the entries waited for, unless recorded again since the snapshot; then ``last`` again."""
+        with self._lock:
+            for key, number, _ in waited:
+                entry = self._entries.get(key)
+                if entry is not None and entry[1] == number:
+                    del self._entries[key]
+            self._waiters -= 1
+            if not self._waiters and self._entries:
+                self.last = next(reversed(self._entries.values()))[0]
 
     def handle(self) -> int | None:
         """The CAI ``stream`` value: one stream after which nothing on this memory is pending, or None."""
-        live = self._alive()
-        if not live:
-            return None
-        last = live[-1]
+        live = self._begin()
+        waited: list[tuple[int, int, Any]] = []
         try:
-            if last.handle == LEGACY_HANDLE and not last.context.is_primary:
-                # 1 would name the legacy stream of the *consumer's* current context -- the primary one, for
-                # torch and CuPy -- not this created context's: the host waits for it instead.
-                last.synchronize()
-                self._set([weakref.ref(s) for s in live[:-1]])
-                return self.handle()
-            for other in live[:-1]:
-                _join(last, other)
-            self._set([weakref.ref(last)])
-            return last.handle or STREAM_LEGACY  # 0 is forbidden in the interface (ambiguous)
-        except ClosedError:  # closed by another thread meanwhile: its work is done, ask again
-            return self.handle()
+            _refuse_capturing(live)
+            while live:
+                last = live[-1][2]
+                try:
+                    if last.handle == LEGACY_HANDLE and not last.context.is_primary:
+                        # 1 would name the legacy stream of the *consumer's* current context -- the primary one,
+                        # for torch and CuPy -- not this created context's: the host waits for it instead.
+                        last.synchronize()
+                        waited.append(live.pop())
+                        continue
+                    for _, _, other in live[:-1]:
+                        _join(last, other)
+                    waited.extend(live[:-1])
+                    return last.handle or STREAM_LEGACY  # 0 is forbidden in the interface (ambiguous)
+                except ClosedError:  # closed by another thread meanwhile: its work is done, ask the rest
+                    closed = [item for item in live if item[2].closed]
+                    if not closed:
+                        raise
+                    waited.extend(closed)
+                    live = [item for item in live if not item[2].closed]
+            return None
+        finally:
+            self._end(waited)
 
     def order_before(self, consumer: int) -> None:
         """Make the consumer's stream wait (on the GPU) for everything pending on this memory: ``consumer`` is a
@@ -166,24 +227,49 @@ class PendingStream:
         ordered before a stream named that way -- the same number would name a stream the consumer never
         uses -- so the host waits for that stream instead.
         """
-        for stream in self._alive():
-            try:
-                if consumer in _DEFAULT_STREAMS and not stream.context.is_primary:
-                    stream.synchronize()
-                    continue
-                stream.context.activate()  # the event goes in the stream's context; 0, 1 and 2 name its defaults
-                producer = stream.handle
-                if producer != consumer and not (producer == LEGACY_HANDLE and consumer == STREAM_LEGACY):
-                    _wait(consumer, producer)
-            except ClosedError:
-                continue  # closed meanwhile: close() waited for its work
+        live = self._begin()
+        waited: list[tuple[int, int, Any]] = []
+        try:
+            _refuse_capturing(live)
+            for item in live:
+                stream = item[2]
+                try:
+                    if consumer in _DEFAULT_STREAMS and not stream.context.is_primary:
+                        stream.synchronize()  # kept in the record all the same, as a GPU-side wait leaves it
+                        continue
+                    stream.context.activate()  # the event goes in the stream's context; 0, 1, 2 name its defaults
+                    producer = stream.handle
+                    if producer != consumer and not (producer == LEGACY_HANDLE and consumer == STREAM_LEGACY):
+                        _wait(consumer, producer)
+                except ClosedError:
+                    waited.append(item)  # closed meanwhile: close() waited for its work
+        finally:
+            self._end(waited)
 
     def synchronize(self) -> None:
-        """Wait, on the host, for everything pending on this memory (then nothing is)."""
-        for stream in self._alive():
-            with contextlib.suppress(ClosedError):  # closed meanwhile: close() waited for its work
-                stream.synchronize()
-        self._set([])
+        """Wait, on the host, for everything pending on this memory (then nothing is, unless recorded meanwhile)."""
+        live = self._begin()
+        waited: list[tuple[int, int, Any]] = []
+        try:
+            _refuse_capturing(live)
+            for item in live:
+                with contextlib.suppress(ClosedError):  # closed meanwhile: close() waited for its work
+                    item[2].synchronize()
+                waited.append(item)
+        finally:
+            self._end(waited)
+
+
+def _refuse_capturing(live: list[tuple[int, int, Any]]) -> None:
+    """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
+    consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
+    there is a call capture forbids (the driver invalidates the capture)."""
+    for _, _, stream in live:
+        if getattr(stream, "capturing", None) is not None:
+            raise BufferError(
+                f"this buffer's pending work is being captured into a graph on {stream!r}: export it (or read it"
+                " on the host) after the capture ends"
+            )
 
 
 def _join(last: Any, other: Any) -> None:

@@ -179,9 +179,9 @@ def test_recording_the_same_stream_again_changes_nothing() -> None:
     first, second, third = Marker(), Marker(), Marker()
     assert p.last() is None and p.streams == []
     p.record(first)
-    kept = p.streams
+    kept = p.last
     p.record(first)
-    assert p.streams is kept, "the fast path: the same stream again builds no new list"
+    assert p.last is kept and recorded(p) == [first], "the fast path: the same stream again changes nothing"
     p.record(second)
     assert recorded(p) == [first, second] and p.last() is second
     p.record(first)
