@@ -22,6 +22,7 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, Event, Stream, ops
+from rawcuda.dlpack import sweep
 from rawcuda.ffi.constants import STREAM_LEGACY, StreamFlag
 from tests.helpers import BLOCK, NAN32, grid_for
 
@@ -183,6 +184,34 @@ def test_cupy_asarray_is_told_the_stream_of_a_launch(
 
 
 # --- capture: a captured launch runs at replay, so it is not pending now --------------------------------------------
+def test_work_pending_on_a_capturing_stream_is_refused_not_exported_into_the_capture(
+    vector_add: Any, producer: Stream, rng: np.random.Generator
+) -> None:
+    # Before: the export recorded an event on the capturing stream (captured itself, pulling the consumer's stream
+    # into the graph) -- here a clear BufferError instead, and the capture goes on unharmed.
+    a, b, da, db, dc = inputs(rng)
+    consumer = Stream(flags=StreamFlag.NON_BLOCKING)
+    vector_add.launch(grid_for(N), BLOCK, dc, da, db, N, stream=producer)  # pending on producer: recorded
+    sweep()  # (dropped capsules of earlier tests ended now: nothing of theirs is released inside the capture)
+    with rawcuda.capture(producer) as graph:
+        with pytest.raises(BufferError, match="being captured into a graph"):
+            dc.__cuda_array_interface__  # noqa: B018 (the property is what is tested)
+        with pytest.raises(BufferError, match="after the capture ends"):
+            dc.__dlpack__(stream=consumer.handle)
+        vector_add.launch(grid_for(N), BLOCK, dc, dc, db, N, stream=producer)  # c = (a + b) + b, at replay
+    assert dc.__cuda_array_interface__["stream"] == producer.handle, "the launch before the capture is still pending"
+    producer.synchronize()
+    np.testing.assert_array_equal(dc.to_array(), a + b, "the capture ran nothing yet")
+    with graph.instantiate() as replay:
+        replay.launch(producer)
+        producer.synchronize()
+    np.testing.assert_array_equal(dc.to_array(), (a + b) + b, "the capture survived the refused exports")
+    graph.close()
+    consumer.close()
+    for buf in (da, db, dc):
+        buf.close()
+
+
 def test_a_captured_launch_leaves_no_pending_record(
     vector_add: Any, producer: Stream, rng: np.random.Generator
 ) -> None:
