@@ -130,7 +130,8 @@ class PendingStream:
     def __init__(self) -> None:
         # id(stream) -> (weak reference, the number of its latest record); insertion order is recording order.
         self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
-        self._lock = threading.Lock()
+        # Re-entrant: an allocation under the lock may run the GC, and a finalizer there may touch this record.
+        self._lock = threading.RLock()
         self._number = 0  # counts records: an entry renumbered since a waiter's snapshot is kept by it
         self._waiters = 0  # waiters between their snapshot and their forget: ``last`` stays None meanwhile
         self.last: Any = _nothing
