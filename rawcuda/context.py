@@ -160,8 +160,9 @@ class Context:
                 "of the thread that entered it, and only that thread's matching __exit__ may pop (once per enter)"
             )
         self._enter_stack.depth = depth - 1
-        if getattr(self._enter_stack, "popped_by_close", False):  # closed inside the block: already popped
-            self._enter_stack.popped_by_close = False
+        popped = getattr(self._enter_stack, "popped_by_close", 0)
+        if popped:  # closed inside the block: close() took this block's entry off the stack already
+            self._enter_stack.popped_by_close = popped - 1
             return
         with contextlib.suppress(CudaError) if self._closed else contextlib.nullcontext():
             cu.cuCtxPopCurrent(byref(c_void_p()))  # (closed: the entry may name a destroyed context)
@@ -289,12 +290,13 @@ class Context:
         else:
             self._leave_thread(contextstack.destroy)
 
-    def _leave_thread(self, how: Callable[..., bool]) -> None:
+    def _leave_thread(self, how: Callable[..., int]) -> None:
         """Take this created context off this thread (``how``: contextstack.leave, or .destroy, which then
-        destroys it), telling the open `with ctx:` block, if any, that its entry is popped already."""
-        in_block = getattr(self._enter_stack, "depth", 0) > 0
-        if how(self._handle, self.device.handle, in_with_block=in_block) and in_block:
-            self._enter_stack.popped_by_close = True  # its __exit__ must not pop a second time
+        destroys it), telling each open `with ctx:` block whose entry went with it: its __exit__ must not pop
+        a second time. A count per thread, not a flag: `with ctx: with ctx: ctx.close()` removed two."""
+        gone = getattr(self._enter_stack, "popped_by_close", 0)  # (a deferred close left the thread already)
+        depth = getattr(self._enter_stack, "depth", 0) - gone
+        self._enter_stack.popped_by_close = gone + how(self._handle, self.device.handle, with_depth=depth)
 
     # --- host views: memory that numpy may still read after close() --------------------------------------------
     def hold(self) -> None:

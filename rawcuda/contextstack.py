@@ -14,13 +14,16 @@ closing context, leaving the thread with what lay below, often nothing: CuPy's n
 * the work a close does *in* the context (synchronize, close the children, a host view's last free) runs
   with the context **pushed**, and it is popped after: the slot is the closer's own, and whatever a child
   or a finalizer makes current in between stays in that slot (:func:`pushed`);
-* the closing context itself leaves the thread (:func:`leave`): if it is current there, it is popped --
-  before ``cuCtxDestroy``, which then has nothing to pop, so a close that *waits* for host views takes the
-  closed context off the thread just the same (nothing may run in a context rawcuda has closed);
-* if that pop leaves **nothing** current, and the context was not current by a ``with`` block (whose
-  ``__exit__`` restores what the block found -- possibly nothing, as the thread began), it was current by
-  a call: ``activate()`` put it *in place of* something rawcuda cannot know. Then the device's primary
-  context is made current again, **if it is active** (:func:`put_primary_back`).
+* the closing context itself leaves the thread (:func:`leave`): **every** entry of it on this thread's
+  stack is removed, wherever it lies -- before ``cuCtxDestroy``, which pops only a context on top and
+  leaves one lower down where it is, destroyed (cuda.h) -- and every other entry stays, in its order. So a
+  close that *waits* for host views takes the closed context off the thread just the same (nothing may run
+  in a context rawcuda has closed). Each open ``with`` block of it on this thread is told (a count per
+  thread) that its entry is gone, so its ``__exit__`` pops nothing;
+* an entry that no open ``with`` block accounts for was made current by a call: ``activate()`` put it *in
+  place of* something rawcuda cannot know. If nothing lies below it, the device's primary context takes
+  its place, **if it is active** (:func:`put_primary_back`). (A block's own entry, with nothing below, is
+  simply removed: its ``__exit__`` would have left nothing, as the thread began.)
 
 Why only if active? ``cuDevicePrimaryCtxGetState`` says whether anyone holds the primary: rawcuda's
 ``default_context()``, the CUDA runtime under CuPy or torch. If someone does, it is the context those
@@ -51,6 +54,9 @@ from .checked.errors import CudaError
 from .current import peek_current
 
 NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no context (NULL)
+#: How deep :func:`leave` walks a thread's stack at most: a guard against a driver that never runs empty, far
+#: beyond any real nesting (each entry is one open block or push).
+MAX_STACK_WALK = 4096
 
 
 @contextlib.contextmanager
@@ -70,18 +76,37 @@ def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
             cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
-def leave(handle: int, device: int, *, in_with_block: bool) -> bool:
-    """Pop ``handle`` if it is this thread's current context, and put the primary back when that leaves
-    nothing and no ``with`` block of this context is open here (see the module docstring). Returns whether it
-    popped. Never raises: it runs while a context is being closed, after which close() must not fail."""
-    if peek_current() != handle:
-        return False
-    with contextlib.suppress(CudaError):
-        cu.cuCtxPopCurrent(byref(c_void_p()))
-    if not in_with_block:
-        with contextlib.suppress(CudaError):
-            put_primary_back(device)
-    return True
+def leave(handle: int, device: int, *, with_depth: int) -> int:
+    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and return
+    how many of the removed entries belong to this thread's ``with`` blocks of it (``with_depth`` are open here):
+    their ``__exit__`` must not pop again. Never raises: it runs while a context is being closed.
+
+    Why the whole stack, not only its top? Entries of the closing context can lie anywhere in it: ``with C:
+    with C:`` pushed two, ``C.synchronize(); with C:`` has one made by a call under one made by the block, and
+    a ``with P:`` block may sit above a C that a call made current. The driver shows only the top, so the
+    stack is popped down to the bottom, and every other entry is pushed back where it was. The topmost
+    ``with_depth`` entries of C are the blocks' own (a block pushes above whatever was current as it began);
+    any deeper one was made current by a call, *in place of* something rawcuda cannot know: where nothing
+    lies below it, the primary takes its place (:func:`put_primary_back`)."""
+    entries: list[int] = []
+    while len(entries) < MAX_STACK_WALK and (top := peek_current()) != NOTHING_CURRENT:
+        try:
+            cu.cuCtxPopCurrent(byref(c_void_p()))
+        except CudaError:
+            break
+        entries.append(top)
+    entries.reverse()  # bottom first
+    mine = [i for i, entry in enumerate(entries) if entry == handle]
+    by_blocks = min(len(mine), with_depth)
+    by_calls = set(mine[: len(mine) - by_blocks])  # the deeper ones: made current by a call
+    for i, entry in enumerate(entries):
+        if entry != handle:
+            with contextlib.suppress(CudaError):  # (lost only if the driver refuses a context it listed)
+                cu.cuCtxPushCurrent(entry)
+        elif i in by_calls:
+            with contextlib.suppress(CudaError):
+                put_primary_back(device)  # (does nothing when something lies below)
+    return by_blocks
 
 
 def put_primary_back(device: int) -> None:
@@ -100,9 +125,9 @@ def put_primary_back(device: int) -> None:
         cu.cuDevicePrimaryCtxRelease(device)
 
 
-def destroy(handle: int, device: int, *, in_with_block: bool = False) -> bool:
-    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`).
-    Returns whether it was current here; raises what the destroy raises."""
-    left = leave(handle, device, in_with_block=in_with_block)
-    cu.cuCtxDestroy(handle)
-    return left
+def destroy(handle: int, device: int, *, with_depth: int = 0) -> int:
+    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`, whose
+    count it returns). Raises what the destroy raises."""
+    popped = leave(handle, device, with_depth=with_depth)
+    cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
+    return popped

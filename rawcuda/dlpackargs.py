@@ -13,6 +13,7 @@ mapped memory (rawcuda.ffi.hostmap), or the process would die in the driver inst
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -97,8 +98,11 @@ def _versioned(max_version: Any) -> bool:
 
 
 def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str | None:
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
-        raise TypeError(f"stream must be None or an int (a CUstream, 1, 2 or -1), not {type(stream).__name__}")
+    if stream is not None:
+        # Any integer type (numpy.int64 too, which the CUDA Array Interface accepts), but never a bool
+        if isinstance(stream, bool) or not isinstance(stream, numbers.Integral):
+            raise TypeError(f"stream must be None or an int (a CUstream, 1, 2 or -1), not {type(stream).__name__}")
+        stream = int(stream)
     if host_consumer:
         if stream is not None:
             raise ValueError(f"stream={stream} with dl_device=kDLCPU: the host has no stream; pass stream=None")

@@ -26,6 +26,7 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
+import fcntl
 import os
 import sys
 import threading
@@ -33,6 +34,11 @@ from ctypes import c_size_t, c_ssize_t, c_void_p
 
 ADDRESS_LIMIT = 1 << 64  # a pointer on a 64-bit host
 _ONE_BYTE = 1
+
+
+#: The lowest descriptor the probe pipe may use: 0, 1 and 2 are stdin, stdout and stderr. A process started
+#: with them closed would get the pipe there, and a later ``print`` would write into it (see :meth:`_Probe.pipe`).
+FIRST_FREE_FD = 3
 
 
 class _Probe:
@@ -57,28 +63,76 @@ class _Probe:
         os.register_at_fork(after_in_child=self._after_fork)
 
     def _after_fork(self) -> None:
+        """In a forked child, before any of its own code runs: close the parent's pipe ends now, while their
+        numbers still name them (later the child may reuse those numbers for its own files, and closing by
+        number would close those), and make :meth:`pipe` create a new one."""
         self.lock = threading.Lock()  # a thread of the parent may have held it: it does not exist here
+        for end in (self.read_end, self.write_end):
+            if end >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(end)
+        self.read_end = self.write_end = -1
+        self.pid = -1
 
     def pipe(self) -> tuple[int, int]:
+        """The pipe of this process, made on first use. Raises OSError when it cannot be made (no free
+        descriptor: EMFILE)."""
         if self.pid != os.getpid():
-            if self.pid != -1:  # a forked child: close its copies of the parent's ends
-                for end in (self.read_end, self.write_end):
+            # A child forked without the at-fork hook (a fork from C) still holds the parent's ends: they are
+            # left open, never closed by number -- the child may have reused those numbers for its own files.
+            read_end, write_end = os.pipe()
+            try:
+                read_end, write_end = _above_stdio(read_end), _above_stdio(write_end)
+                for end in (read_end, write_end):
+                    os.set_blocking(end, False)
+            except OSError:
+                for end in (read_end, write_end):
                     with contextlib.suppress(OSError):
                         os.close(end)
-            self.read_end, self.write_end = os.pipe()  # (the parent's ends, in a child, are left to the parent)
-            for end in (self.read_end, self.write_end):
-                os.set_blocking(end, False)
-            self.pid = os.getpid()
+                raise
+            self.read_end, self.write_end, self.pid = read_end, write_end, os.getpid()
         return self.read_end, self.write_end
+
+    def drain(self) -> None:
+        """Empty the pipe (a byte left by a write whose read never came: a signal, an error in between)."""
+        with contextlib.suppress(OSError):  # BlockingIOError: empty now
+            while os.read(self.read_end, PIPE_DRAIN_CHUNK):
+                pass
+
+
+#: How much :meth:`_Probe.drain` reads at a time.
+PIPE_DRAIN_CHUNK = 4096
+
+
+def _above_stdio(fd: int) -> int:
+    """``fd`` itself, or -- if it took the place of stdin, stdout or stderr -- a close-on-exec copy of it
+    at 3 or above, the low one closed."""
+    if fd >= FIRST_FREE_FD:
+        return fd
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_FREE_FD)
+    finally:
+        os.close(fd)
+    return high
 
 
 _probe: _Probe | None = None
 _probe_lock = threading.Lock()
 
 
+def _reset_probe_lock() -> None:
+    global _probe_lock
+    _probe_lock = threading.Lock()  # a thread of the parent may have held it at fork: it does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_probe_lock)
+
+
 def is_readable(address: int) -> bool | None:
     """True if this process can read the byte at ``address``, False if not, None if this platform cannot
-    tell. The memory is read by the kernel on the process's behalf, never by the process itself."""
+    tell (or cannot now: no descriptor is free for the pipe). The memory is read by the kernel on the
+    process's behalf, never by the process itself."""
     global _probe
     if not 0 < address < ADDRESS_LIMIT:
         return False
@@ -90,11 +144,19 @@ def is_readable(address: int) -> bool | None:
     if probe.write is None:
         return None
     with probe.lock:  # one byte in the pipe at a time: each caller reads back its own
-        read_end, write_end = probe.pipe()
-        if probe.write(write_end, address, _ONE_BYTE) == _ONE_BYTE:
-            os.read(read_end, _ONE_BYTE)
-            return True
-        code = ctypes.get_errno()
+        try:
+            read_end, write_end = probe.pipe()
+        except OSError:
+            return None  # EMFILE, ENFILE: "cannot tell", never an exception from a check
+        for attempt in range(2):
+            if probe.write(write_end, address, _ONE_BYTE) == _ONE_BYTE:
+                with contextlib.suppress(OSError):
+                    os.read(read_end, _ONE_BYTE)
+                return True
+            code = ctypes.get_errno()
+            if code != errno.EAGAIN or attempt:
+                break
+            probe.drain()  # full (bytes left behind): empty it and try once more
     return False if code == errno.EFAULT else None
 
 

@@ -91,6 +91,34 @@ def test_the_fake_keeps_the_stack_as_cuda_h_says(fake_ctx_libcuda: Path) -> None
     }
 
 
+def test_the_fake_destroys_a_context_below_the_top_without_popping(fake_ctx_libcuda: Path) -> None:
+    # cuda.h (cuCtxDestroy): a context current to the calling thread is popped "as though cuCtxPopCurrent()
+    # were called"; one that is not current here -- below the top -- is destroyed all the same and stays where
+    # it is, and using it once it is on top again fails with CUDA_ERROR_CONTEXT_IS_DESTROYED.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        a, b = ctypes.c_void_p(), ctypes.c_void_p()
+        cu.cuCtxCreate(ctypes.byref(a), None, 0, 0)
+        cu.cuCtxCreate(ctypes.byref(b), None, 0, 0)
+        name(a=a.value, b=b.value)
+        cu.cuCtxDestroy(a)
+        out["a destroyed below b"] = stack()
+        out["a destroyed"] = bool(fake.fakectx_destroyed(a))
+        cu.cuCtxPopCurrent(ctypes.byref(ctypes.c_void_p()))
+        try:
+            cu.cuMemGetInfo(ctypes.byref(ctypes.c_size_t()), ctypes.byref(ctypes.c_size_t()))
+        except rawcuda.CudaError as exc:
+            out["on top again"] = exc.code
+        """,
+    )
+    assert result == {
+        "a destroyed below b": ["a", "b"],
+        "a destroyed": True,
+        "on top again": 709,  # CUDA_ERROR_CONTEXT_IS_DESTROYED
+    }
+
+
 # --- close() ------------------------------------------------------------------------------------------------------
 def test_closing_a_context_another_created_one_replaced_keeps_that_one(fake_ctx_libcuda: Path) -> None:
     # Before: close() synchronized through activate(), which put c in place of d; the destroy popped c, and
@@ -243,6 +271,83 @@ def test_closing_inside_with_blocks_keeps_the_stack(fake_ctx_libcuda: Path) -> N
         "outer left": ["primary"],
         "fresh thread": [],
         "here": ["primary"],
+    }
+
+
+def test_closing_inside_two_blocks_of_the_same_context_keeps_what_lay_below(fake_ctx_libcuda: Path) -> None:
+    # Before: close() popped c twice but told only one block (a flag): the outer __exit__ popped the primary.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary = rawcuda.default_context()
+        c = Context.create()
+        name(primary=primary, c=c)
+        primary.activate()
+        with c:
+            with c:
+                c.close()
+                out["closed"] = stack()
+            out["inner left"] = stack()
+        out["outer left"] = stack()
+        """,
+    )
+    assert result == {"closed": ["primary"], "inner left": ["primary"], "outer left": ["primary"]}
+
+
+def test_closing_in_a_block_of_a_context_a_call_made_current_puts_the_primary_back(fake_ctx_libcuda: Path) -> None:
+    # c current by a call (in place of the primary) *and* pushed by the block. Before: both entries were popped
+    # and, the close being inside a block, the primary was not put back: the thread was left with nothing.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary = rawcuda.default_context()
+        c = Context.create()
+        name(primary=primary, c=c)
+        primary.activate()
+        c.synchronize()
+        with c:
+            out["inside"] = stack()
+            c.close()
+            out["closed"] = stack()
+        out["after"] = stack()
+        """,
+    )
+    assert result == {"inside": ["c", "c"], "closed": ["primary"], "after": ["primary"]}
+
+
+def test_closing_a_context_below_another_block_takes_it_off_the_thread(fake_ctx_libcuda: Path) -> None:
+    # Before: only the top was looked at, so c stayed on the stack under p's block -- current, destroyed,
+    # once the block ended (rawcuda's next call switched; another library's got CONTEXT_IS_DESTROYED).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary = rawcuda.default_context()
+        c, p = Context.create(), Context.create()
+        name(primary=primary, c=c, p=p)
+        primary.activate()
+        c.synchronize()  # c in place of the primary
+        with p:
+            c.close()
+            out["closed"] = stack()
+        out["after"] = stack()
+        cu.cuMemGetInfo(ctypes.byref(ctypes.c_size_t()), ctypes.byref(ctypes.c_size_t()))  # raises if destroyed
+        out["usable"] = True
+        d = Context.create()
+        name(d=d)
+        with d:  # a context made current by a call, between two created ones, in the middle of the stack
+            c2 = Context.create()
+            name(c2=c2)
+            c2.synchronize()  # replaces d's entry on top
+            with p:
+                c2.close()
+                out["middle"] = stack()
+        """,
+    )
+    assert result == {
+        "closed": ["primary", "p"],
+        "after": ["primary"],
+        "usable": True,
+        "middle": ["primary", "p"],  # (d's block entry was replaced by c2: it went with c2)
     }
 
 

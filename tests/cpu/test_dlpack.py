@@ -523,6 +523,17 @@ def test_the_stream_a_device_consumer_names() -> None:
     assert plan(HOST, host_accessible=True, stream=STREAM).sync == STREAM
 
 
+def test_a_numpy_integer_stream_is_taken_as_the_int_it_holds() -> None:
+    # Before: stream=np.int64(h) was refused, though the CUDA Array Interface takes numpy integers.
+    for kind in (np.int64, np.uint64, np.intp):
+        chosen = plan(stream=kind(STREAM)).sync
+        assert chosen == STREAM and type(chosen) is int
+    assert plan(stream=np.int64(-1)).sync is None and plan(stream=np.int32(2)).sync == 2
+    for wrong in (True, np.bool_(True), 1.0, np.float64(1.0), "1"):
+        with pytest.raises(TypeError, match="stream must be None or an int"):
+            plan(stream=wrong)
+
+
 @pytest.mark.parametrize("number", [3, 0xDEAD_BEEF_000, 0x7FFF_FFFF_FFFF_FFFF], ids=["3", "unmapped", "2^63-1"])
 def test_a_consumer_stream_this_process_cannot_read_is_refused(number: int) -> None:
     # cuStreamWaitEvent reads the number as a pointer: before the check, __dlpack__(stream=3) with work

@@ -4,15 +4,18 @@ of that byte into a pipe), never by touching the memory, so a wrong answer is a 
 from __future__ import annotations
 
 import ctypes
+import json
 import mmap
 import os
 import sys
+import textwrap
 import threading
 from collections.abc import Iterator
 
 import pytest
 
 from rawcuda.ffi.hostmap import ADDRESS_LIMIT, is_readable
+from tests.helpers import needs_fork, run_python
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the probe writes into a POSIX pipe")
 
@@ -95,3 +98,125 @@ def test_a_forked_child_asks_through_its_own_pipe() -> None:
     _, status = os.waitpid(pid, 0)
     assert os.waitstatus_to_exitcode(status) == 0
     assert is_readable(ctypes.addressof(buffer)) is True and is_readable(3) is False, "the parent's probe still works"
+
+
+# --- the pipe itself: no descriptors, closed stdio, fork --------------------------------------------------------------
+# Each runs in a fresh interpreter: the probe's pipe is made once per process, and these change the process.
+PROBE_PREAMBLE = """
+import ctypes, json, os, sys
+from rawcuda.ffi import hostmap
+live = ctypes.create_string_buffer(b"x")
+LIVE, UNMAPPED = ctypes.addressof(live), 0xDEAD_BEEF_000
+"""
+
+
+def probe_script(body: str) -> dict:
+    """Run PROBE_PREAMBLE + ``body``, which writes one JSON line to stderr (stdout may be closed there)."""
+    proc = run_python(PROBE_PREAMBLE + textwrap.dedent(body))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stderr.strip().splitlines()[-1])
+
+
+def test_no_free_descriptor_means_cannot_tell() -> None:
+    # Before: os.pipe() raised OSError (EMFILE) out of is_readable, and so out of __dlpack__(stream=h).
+    result = probe_script(
+        """
+        import resource
+        from rawcuda import dlpack
+        from rawcuda.ffi.dlpack import DLDeviceType
+        resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+        held = []
+        try:
+            while True:
+                held.append(os.open(os.devnull, os.O_RDONLY))
+        except OSError:
+            pass
+        out = {"live": hostmap.is_readable(LIVE)}
+        plan = dlpack.negotiate(
+            DLDeviceType.CUDA, 0, stream=LIVE, max_version=None, dl_device=None, copy=None, host_accessible=False
+        )
+        out["sync"] = plan.sync == LIVE
+        os.close(held.pop())
+        os.close(held.pop())
+        out["with two free"] = hostmap.is_readable(LIVE)
+        print(json.dumps(out), file=sys.stderr)
+        """
+    )
+    assert result == {"live": None, "sync": True, "with two free": True}
+
+
+def test_closed_stdio_does_not_give_the_pipe_to_stdout() -> None:
+    # Before: with stdin and stdout closed the pipe became fds 0 and 1; what the program then wrote to stdout
+    # filled it, and the probe's write failed with EAGAIN: live memory and bad addresses both read as None.
+    result = probe_script(
+        """
+        os.close(0)
+        os.close(1)
+        first = hostmap.is_readable(LIVE)
+        try:
+            os.write(1, b"written to stdout " * 10000)
+        except OSError:
+            pass
+        ends = (hostmap._probe.read_end, hostmap._probe.write_end)
+        out = {"first": first, "live": hostmap.is_readable(LIVE), "bad": hostmap.is_readable(UNMAPPED)}
+        out["ends above stdio"] = min(ends) >= 3
+        out["close on exec"] = not any(os.get_inheritable(end) for end in ends)
+        print(json.dumps(out), file=sys.stderr)
+        """
+    )
+    assert result == {"first": True, "live": True, "bad": False, "ends above stdio": True, "close on exec": True}
+
+
+def test_a_full_pipe_is_drained_and_the_probe_tried_again() -> None:
+    # A byte left behind (a read that never came) must not turn the answers into "cannot tell" for good.
+    result = probe_script(
+        """
+        hostmap.is_readable(LIVE)
+        probe = hostmap._probe
+        try:
+            while True:
+                os.write(probe.write_end, b"y" * 4096)
+        except BlockingIOError:
+            pass
+        out = {"live": hostmap.is_readable(LIVE), "bad": hostmap.is_readable(UNMAPPED)}
+        print(json.dumps(out), file=sys.stderr)
+        """
+    )
+    assert result == {"live": True, "bad": False}
+
+
+@needs_fork
+def test_a_forked_child_never_closes_its_own_files_by_the_parents_numbers() -> None:
+    # Before: the child's first probe closed the parent's pipe ends by number -- by then, the numbers of files
+    # the child had opened itself (here after closing what it inherited, as a daemon does).
+    result = probe_script(
+        """
+        hostmap.is_readable(LIVE)
+        ends = (hostmap._probe.read_end, hostmap._probe.write_end)
+        hostmap._probe_lock.acquire()  # held by this thread at fork: the child must get a free one
+        pid = os.fork()
+        if pid == 0:
+            code = 0
+            for end in ends:
+                try:
+                    os.close(end)
+                except OSError:
+                    pass
+            mine = [os.open(os.devnull, os.O_WRONLY) for _ in ends]
+            code |= 1 if sorted(mine) != sorted(ends) else 0  # (the lowest free numbers: the parent's ends)
+            code |= 2 if hostmap.is_readable(LIVE) is not True else 0
+            code |= 2 if hostmap.is_readable(UNMAPPED) is not False else 0
+            for fd in mine:
+                try:
+                    os.write(fd, b"still mine")
+                except OSError:
+                    code |= 4
+            code |= 8 if not hostmap._probe_lock.acquire(blocking=False) else 0
+            os._exit(code)
+        _, status = os.waitpid(pid, 0)
+        hostmap._probe_lock.release()
+        print(json.dumps({"child exit": os.waitstatus_to_exitcode(status), "here": hostmap.is_readable(LIVE)}),
+              file=sys.stderr)
+        """
+    )
+    assert result == {"child exit": 0, "here": True}

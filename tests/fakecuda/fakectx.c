@@ -8,8 +8,8 @@
  *  - cuCtxCreate pushes the new context; cuCtxPushCurrent pushes; cuCtxPopCurrent pops (an empty stack:
  *    CUDA_ERROR_INVALID_CONTEXT);
  *  - cuCtxSetCurrent *replaces* the top (pushes on an empty stack; NULL pops);
- *  - cuCtxDestroy pops the context if it is current on the calling thread; on other threads it stays
- *    current, destroyed;
+ *  - cuCtxDestroy pops the context if it is current (on top) on the calling thread; anywhere else -- lower
+ *    in this thread's stack, or on other threads -- its entries stay, naming a destroyed context;
  *  - the primary context is reference counted (cuDevicePrimaryCtxRetain/Release): active while retained,
  *    reset at the last release -- which never pops it -- and the same handle again when retained anew;
  *  - a call that needs a context (cuCtxSynchronize, cuMemGetInfo) fails with CUDA_ERROR_INVALID_CONTEXT when
