@@ -21,11 +21,10 @@ from .ffi.dlpack import (
     STREAM_AMBIGUOUS,
     STREAM_LEGACY,
     STREAM_NO_SYNC,
-    STREAM_PER_THREAD,
     VERSIONED_MAJOR,
     DLDeviceType,
 )
-from .ffi.hostmap import is_readable
+from .ffi.hostmap import is_bad_stream
 
 #: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
 HOST = "host"
@@ -118,7 +117,7 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
         )
     if not 0 < stream < MAX_STREAM:
         raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
-    if stream not in (STREAM_LEGACY, STREAM_PER_THREAD) and is_readable(stream) is False:
+    if is_bad_stream(stream):
         # (the driver would read the handle as a pointer and crash the process: rawcuda.ffi.hostmap says why)
         raise ValueError(
             f"stream={stream:#x} is no CUstream: this process cannot read memory at that address (a device "

@@ -31,8 +31,8 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .ffi.constants import STREAM_LEGACY, STREAM_PER_THREAD, EventFlag, EventWaitFlag, StreamCaptureMode
-from .ffi.hostmap import is_readable
+from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
+from .ffi.hostmap import is_bad_stream
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
@@ -42,8 +42,6 @@ AMBIGUOUS_STREAM = 0
 MAX_HANDLE = 1 << 64  # a CUstream is a pointer: 64 bits
 #: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
 _LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
-#: Handles that are numbers, not pointers (the legacy and per-thread default streams).
-_DEFAULT_STREAMS = frozenset({STREAM_LEGACY, STREAM_PER_THREAD})
 
 
 class ForeignArrayError(TypeError):
@@ -96,7 +94,7 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
                 "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
             )
-        if stream not in _DEFAULT_STREAMS and is_readable(stream) is False:
+        if is_bad_stream(stream):
             raise ForeignArrayError(
                 f"this {name} names stream {stream:#x}, but this process cannot read memory at that address: it "
                 "is no CUstream (the driver would crash reading it) -- its producer's __cuda_array_interface__ "

@@ -32,11 +32,10 @@ from typing import Any
 from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
-from .ffi.constants import STREAM_LEGACY, STREAM_PER_THREAD, EventFlag, EventWaitFlag
+from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitFlag
 from .stream import Stream
 
-#: A consumer's stream given as one of these means "the default stream of the context current *there*".
-_DEFAULT_STREAMS = frozenset({STREAM_LEGACY, STREAM_PER_THREAD})
+#: (A consumer's stream given as one of DEFAULT_STREAMS means "the default stream of the context current there".)
 #: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
 LEGACY_HANDLE = 0
 _CACHE_KEY = __name__  # this module's entry in Context.cache: the context's LegacyStream
@@ -235,7 +234,7 @@ class PendingStream:
             for item in live:
                 stream = item[2]
                 try:
-                    if consumer in _DEFAULT_STREAMS and not stream.context.is_primary:
+                    if consumer in DEFAULT_STREAMS and not stream.context.is_primary:
                         stream.synchronize()  # kept in the record all the same, as a GPU-side wait leaves it
                         continue
                     stream.context.activate()  # the event goes in the stream's context; 0, 1, 2 name its defaults

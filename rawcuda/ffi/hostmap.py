@@ -32,6 +32,8 @@ import sys
 import threading
 from ctypes import c_size_t, c_ssize_t, c_void_p
 
+from .constants import DEFAULT_STREAMS
+
 ADDRESS_LIMIT = 1 << 64  # a pointer on a 64-bit host
 _ONE_BYTE = 1
 
@@ -160,4 +162,12 @@ def is_readable(address: int) -> bool | None:
     return False if code == errno.EFAULT else None
 
 
-__all__ = ["ADDRESS_LIMIT", "is_readable"]
+def is_bad_stream(number: int) -> bool:
+    """True for a stream number that the driver would crash reading: not 1 or 2 (names, not pointers), and
+    pointing at nothing this process can read. False when it may be a stream (or this platform cannot tell).
+    The one check behind DLPack's ``stream=`` (rawcuda.dlpackargs) and the CUDA Array Interface's ``"stream"``
+    (rawcuda.interop), which each raise their own error."""
+    return number not in DEFAULT_STREAMS and is_readable(number) is False
+
+
+__all__ = ["ADDRESS_LIMIT", "is_bad_stream", "is_readable"]

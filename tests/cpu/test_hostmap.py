@@ -14,7 +14,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from rawcuda.ffi.hostmap import ADDRESS_LIMIT, is_readable
+from rawcuda.ffi.hostmap import ADDRESS_LIMIT, is_bad_stream, is_readable
 from tests.helpers import needs_fork, run_python
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the probe writes into a POSIX pipe")
@@ -220,3 +220,11 @@ def test_a_forked_child_never_closes_its_own_files_by_the_parents_numbers() -> N
         """
     )
     assert result == {"child exit": 0, "here": True}
+
+
+def test_the_stream_check_names_the_default_streams_and_refuses_the_unreadable() -> None:
+    # One check for DLPack and the CUDA Array Interface: 1 and 2 are names (never read), 3 is read and crashes.
+    live = ctypes.create_string_buffer(8)
+    assert is_bad_stream(1) is False and is_bad_stream(2) is False
+    assert is_bad_stream(3) is True and is_bad_stream(0xDEAD_BEEF_000) is True
+    assert is_bad_stream(ctypes.addressof(live)) is False
