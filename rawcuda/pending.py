@@ -33,7 +33,7 @@ from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
 from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitFlag
-from .stream import Stream
+from .stream import Stream, release_deferred
 
 #: (A consumer's stream given as one of DEFAULT_STREAMS means "the default stream of the context current there".)
 #: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
@@ -118,17 +118,20 @@ class PendingStream:
     recorded there, or a synchronize, would be captured or invalidate the capture -- so exporting then raises
     BufferError (export after the capture ends).
 
-    Known limit: a stream collected *while a capture is open* (on any stream) has its release -- which waits
-    for its work -- deferred to the end of the capture (``resource.CaptureDeferral``), but its weak entry here
-    dies at once, so an export meanwhile does not wait for that stream's last work. Keep streams you launched
-    on alive (or synchronize them) until their buffers are exported.
+    Collected during a capture: a stream garbage-collected *while a capture is open* (on any stream) has its
+    release -- which waits for its work -- deferred to the end of the capture (``resource.CaptureDeferral``),
+    and its weak entry here is dead while its work may still run. So each entry keeps the stream's handle,
+    and a dead one whose release is still deferred (:func:`rawcuda.stream.release_deferred`) makes exporting
+    raise BufferError until the capture ends -- not wait: no Stream is left to wait on, and the handle is the
+    deferral's to destroy at any moment.
     """
 
     __slots__ = ("_entries", "_lock", "_number", "_waiters", "last")
 
     def __init__(self) -> None:
-        # id(stream) -> (weak reference, the number of its latest record); insertion order is recording order.
-        self._entries: dict[int, tuple[weakref.ref[Any], int]] = {}
+        # id(stream) -> (weak reference, the number of its latest record, its handle); insertion order is recording
+        # order. A collected stream whose release waits for a capture keeps its entry, keyed by _collected_key.
+        self._entries: dict[Any, tuple[weakref.ref[Any], int, int]] = {}
         # Re-entrant: an allocation under the lock may run the GC, and a finalizer there may touch this record.
         self._lock = threading.RLock()
         self._number = 0  # counts records: an entry renumbered since a waiter's snapshot is kept by it
@@ -139,7 +142,7 @@ class PendingStream:
     def streams(self) -> list[weakref.ref[Any]]:
         """The weak references recorded, oldest first (a copy)."""
         with self._lock:
-            return [ref for ref, _ in self._entries.values()]
+            return [entry[0] for entry in self._entries.values()]
 
     def record(self, stream: Stream | LegacyStream | None) -> None:
         """After an operation queued on ``stream`` (None: a synchronous one, after which nothing is pending)."""
@@ -155,30 +158,38 @@ class PendingStream:
             self._number += 1
             entry = self._entries.pop(key, None)  # moved to the end when it was there: ``last`` is then this one
             if entry is not None and entry[0]() is stream:
-                ref = entry[0]
+                ref, handle = entry[0], entry[2]
             else:  # new (or a dead stream's id reused): the moment to forget finished streams
+                try:
+                    handle = stream.handle
+                except ClosedError:  # closed by another thread since the launch: close() waited for its work
+                    return
                 ref = weakref.ref(stream)
-                for old, (old_ref, _) in list(self._entries.items()):
-                    if (s := old_ref()) is None or s.closed:
+                if entry is not None and _still_running(entry):  # the dead one's id, now the new stream's
+                    self._entries[_collected_key(entry)] = entry
+                for old, old_entry in list(self._entries.items()):
+                    if _finished(old_entry):
                         del self._entries[old]
-            self._entries[key] = (ref, self._number)
+            self._entries[key] = (ref, self._number, handle)
             if not self._waiters:
                 self.last = ref
 
-    def _begin(self) -> list[tuple[int, int, Any]]:
+    def _begin(self) -> list[tuple[Any, int, Any]]:
         """A waiter's snapshot: (key, number, stream) of each stream still open, strongly held for the caller."""
         with self._lock:
             self._waiters += 1
             self.last = _nothing  # from now, a launch records under the lock (renumbering what it records)
-            live = []
-            for key, (ref, number) in list(self._entries.items()):
-                if (s := ref()) is None or s.closed:
-                    del self._entries[key]
+            live: list[tuple[Any, int, Any]] = []
+            for key, entry in list(self._entries.items()):
+                if (s := entry[0]()) is not None and not s.closed:
+                    live.append((key, entry[1], s))
+                elif s is None and _still_running(entry):
+                    live.append((key, entry[1], _Collected(entry[2])))  # _refuse_capturing refuses it
                 else:
-                    live.append((key, number, s))
+                    del self._entries[key]
             return live
 
-    def _end(self, waited: list[tuple[int, int, Any]]) -> None:
+    def _end(self, waited: list[tuple[Any, int, Any]]) -> None:
         """Forget the entries waited for, unless recorded again since the snapshot; then ``last`` again."""
         with self._lock:
             for key, number, _ in waited:
@@ -192,7 +203,7 @@ class PendingStream:
     def handle(self) -> int | None:
         """The CAI ``stream`` value: one stream after which nothing on this memory is pending, or None."""
         live = self._begin()
-        waited: list[tuple[int, int, Any]] = []
+        waited: list[tuple[Any, int, Any]] = []
         try:
             _refuse_capturing(live)
             while live:
@@ -228,7 +239,7 @@ class PendingStream:
         uses -- so the host waits for that stream instead.
         """
         live = self._begin()
-        waited: list[tuple[int, int, Any]] = []
+        waited: list[tuple[Any, int, Any]] = []
         try:
             _refuse_capturing(live)
             for item in live:
@@ -249,7 +260,7 @@ class PendingStream:
     def synchronize(self) -> None:
         """Wait, on the host, for everything pending on this memory (then nothing is, unless recorded meanwhile)."""
         live = self._begin()
-        waited: list[tuple[int, int, Any]] = []
+        waited: list[tuple[Any, int, Any]] = []
         try:
             _refuse_capturing(live)
             for item in live:
@@ -260,11 +271,45 @@ class PendingStream:
             self._end(waited)
 
 
-def _refuse_capturing(live: list[tuple[int, int, Any]]) -> None:
+class _Collected:
+    """What a waiter's snapshot holds for a garbage-collected stream whose release waits for a capture."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+
+def _still_running(entry: tuple[weakref.ref[Any], int, int]) -> bool:
+    """Whether a dead entry's stream may still be running: its release is deferred behind an open capture."""
+    return release_deferred(entry[2])
+
+
+def _finished(entry: tuple[weakref.ref[Any], int, int]) -> bool:
+    """Whether an entry's stream has no work left that an export must wait for: closed, or collected and
+    released (close() and the release wait for the stream's work)."""
+    stream = entry[0]()
+    return stream.closed if stream is not None else not _still_running(entry)
+
+
+def _collected_key(entry: tuple[weakref.ref[Any], int, int]) -> tuple[str, int]:
+    """The key of a collected stream's entry once a new stream took over its id() (handles are unique while
+    the deferred release keeps this one)."""
+    return ("collected", entry[2])
+
+
+def _refuse_capturing(live: list[tuple[Any, int, Any]]) -> None:
     """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
     consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
-    there is a call capture forbids (the driver invalidates the capture)."""
+    there is a call capture forbids (the driver invalidates the capture). Refuse too while work may still run
+    on a stream collected during a capture (see :class:`PendingStream`)."""
     for _, _, stream in live:
+        if isinstance(stream, _Collected):
+            raise BufferError(
+                f"this buffer's pending work ran on stream {stream.handle:#x}, which was garbage-collected while a"
+                " capture is open: its release, which waits for that work, runs when the capture ends -- export "
+                "it (or read it on the host) after the capture ends, or keep the stream alive (or close it) first"
+            )
         if getattr(stream, "capturing", None) is not None:
             raise BufferError(
                 f"this buffer's pending work is being captured into a graph on {stream!r}: export it (or read it"

@@ -150,10 +150,11 @@ def recorded(p: PendingStream) -> list[Any]:
 
 
 class Marker:
-    """A stream as PendingStream sees one (weakly referenced, ``closed``), for the record's own rules."""
+    """A stream as PendingStream sees one (weakly referenced, ``closed``, ``handle``), for the record's own rules."""
 
     def __init__(self) -> None:
         self.closed = False
+        self.handle = id(self)
 
 
 # --- the pack ----------------------------------------------------------------------------------------------------

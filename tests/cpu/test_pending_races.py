@@ -174,6 +174,7 @@ class CountingStream:
 
     def __init__(self) -> None:
         self.reads = 0
+        self.handle = id(self)
 
     @property
     def closed(self) -> bool:
@@ -216,3 +217,30 @@ def test_pending_work_on_a_capturing_stream_is_refused_clearly(export: str, driv
     capturing.capturing = None  # the capture ended: now it exports
     call[export]()
     assert capturing.covered == 1
+
+
+# --- a stream collected while a capture is open ----------------------------------------------------------------------
+def test_a_stream_collected_while_its_release_is_deferred_refuses_export(
+    driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a dead entry was dropped as finished, although a capture had deferred the release that waits for
+    # the stream's work -- the export waited for nothing. Here the dead stream's handle is looked up instead.
+    deferred: set[int] = set()
+    monkeypatch.setattr(pending, "release_deferred", deferred.__contains__, raising=False)
+    ctx = SimpleNamespace(is_primary=True, activate=lambda: None)
+    p = PendingStream()
+    doomed, other = WorkStream(0xA000, ctx), WorkStream(0xB000, ctx)
+    p.record(doomed)
+    p.record(other)
+    deferred.add(0xA000)
+    del doomed  # (reference counting frees it at once)
+    for waiter in (p.handle, lambda: p.order_before(CONSUMER), p.synchronize):
+        with pytest.raises(BufferError, match="garbage-collected while a capture is open"):
+            waiter()
+    assert len(p.streams) == 2, "the collected stream's entry stays while its release waits"
+    newcomer = WorkStream(0xC000, ctx)  # a new stream -- the moment finished entries are forgotten
+    p.record(newcomer)
+    assert len(p.streams) == 3, "a deferred release keeps its entry when other streams are recorded"
+    deferred.clear()  # the capture ended: the release ran, and waited for the stream's work
+    assert p.handle() == newcomer.handle
+    assert [ref() for ref in p.streams] == [newcomer], "released: the entry goes with the others waited for"

@@ -14,6 +14,7 @@ unrelated memory (cuMemFree may wait for the device) could end the spin early.
 from __future__ import annotations
 
 import gc
+import weakref
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -23,7 +24,7 @@ import pytest
 import rawcuda
 from rawcuda import DeviceBuffer, Event, Stream, ops
 from rawcuda.dlpack import sweep
-from rawcuda.ffi.constants import STREAM_LEGACY, StreamFlag
+from rawcuda.ffi.constants import STREAM_LEGACY, StreamCaptureMode, StreamFlag
 from tests.helpers import BLOCK, NAN32, grid_for
 
 WARM_UP_KERNELS = True  # conftest's vector_add is launched once first: loading is nothing a capture can hold
@@ -207,6 +208,43 @@ def test_work_pending_on_a_capturing_stream_is_refused_not_exported_into_the_cap
         producer.synchronize()
     np.testing.assert_array_equal(dc.to_array(), (a + b) + b, "the capture survived the refused exports")
     graph.close()
+    consumer.close()
+    for buf in (da, db, dc):
+        buf.close()
+
+
+def test_a_stream_collected_during_a_capture_is_refused_until_its_release_waited(
+    spin: Any, vector_add: Any, producer: Stream, rng: np.random.Generator
+) -> None:
+    # Before: the dead stream's weak entry was dropped as finished, but its release (which waits for its work)
+    # was deferred to the capture's end: the interface said None and a consumer read all N elements unwritten.
+    a, b, da, db, dc = inputs(rng)
+    consumer = Stream(flags=StreamFlag.NON_BLOCKING)
+    sweep()
+    gc.disable()  # the stream dies at `del`, by reference counting, inside the capture
+    try:
+        doomed = Stream(flags=StreamFlag.NON_BLOCKING)
+        spin.launch(1, 1, DELAY_NS, stream=doomed)
+        vector_add.launch(grid_for(N), BLOCK, dc, da, db, N, stream=doomed)
+        written = Event(timing=False).record(doomed)
+        with rawcuda.capture(producer, StreamCaptureMode.RELAXED):
+            gone = weakref.ref(doomed)
+            del doomed
+            gc.collect()  # (with the GC off, only this collects: the release waits for the capture's end)
+            assert gone() is None, "the stream was collected inside the capture"
+            pending = not written.query()
+            with pytest.raises(BufferError, match="garbage-collected while a capture is open"):
+                dc.__cuda_array_interface__  # noqa: B018 (the property is what is tested)
+            with pytest.raises(BufferError, match="after the capture ends"):
+                dc.__dlpack__(stream=consumer.handle)
+            vector_add.launch(grid_for(N), BLOCK, db, db, db, N, stream=producer)  # (a capture needs a node)
+    finally:
+        gc.enable()
+    assert pending, STILL_PENDING
+    assert written.query(), "the capture's end ran the deferred release, which waited for the stream's work"
+    assert dc.__cuda_array_interface__["stream"] is None, "nothing is pending once the release waited"
+    np.testing.assert_array_equal(dc.to_array(stream=consumer), a + b)
+    written.close()
     consumer.close()
     for buf in (da, db, dc):
         buf.close()
