@@ -33,6 +33,7 @@ from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
 from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitFlag
+from .resource import closes
 from .stream import Stream, release_deferred
 
 #: (A consumer's stream given as one of DEFAULT_STREAMS means "the default stream of the context current there".)
@@ -126,7 +127,7 @@ class PendingStream:
     deferral's to destroy at any moment.
     """
 
-    __slots__ = ("_entries", "_lock", "_number", "_waiters", "last")
+    __slots__ = ("_entries", "_lock", "_number", "_swept", "_waiters", "last")
 
     def __init__(self) -> None:
         # id(stream) -> (weak reference, the number of its latest record, its handle); insertion order is recording
@@ -136,6 +137,7 @@ class PendingStream:
         self._lock = threading.RLock()
         self._number = 0  # counts records: an entry renumbered since a waiter's snapshot is kept by it
         self._waiters = 0  # waiters between their snapshot and their forget: ``last`` stays None meanwhile
+        self._swept = closes.generation  # the close count when finished entries were last forgotten
         self.last: Any = _nothing
 
     @property
@@ -159,7 +161,7 @@ class PendingStream:
             entry = self._entries.pop(key, None)  # moved to the end when it was there: ``last`` is then this one
             if entry is not None and entry[0]() is stream:
                 ref, handle = entry[0], entry[2]
-            else:  # new (or a dead stream's id reused): the moment to forget finished streams
+            else:  # new (or a dead stream's id reused)
                 try:
                     handle = stream.handle
                 except ClosedError:  # closed by another thread since the launch: close() waited for its work
@@ -167,6 +169,10 @@ class PendingStream:
                 ref = weakref.ref(stream)
                 if entry is not None and _still_running(entry):  # the dead one's id, now the new stream's
                     self._entries[_collected_key(entry)] = entry
+            # Forget finished streams when one may have finished -- a stream's close or death moves the close
+            # count -- so the record stays as small as the streams still open (never walked on the fast path).
+            if self._swept != closes.generation:
+                self._swept = closes.generation
                 for old, old_entry in list(self._entries.items()):
                     if _finished(old_entry):
                         del self._entries[old]

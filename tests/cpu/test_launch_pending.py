@@ -25,6 +25,7 @@ from rawcuda.ffi.constants import STREAM_LEGACY, STREAM_PER_THREAD
 from rawcuda.function import Function
 from rawcuda.kernelargs import ArgPacker, ParamSpec
 from rawcuda.pending import LEGACY_HANDLE, LegacyStream, PendingStream, legacy_stream
+from rawcuda.resource import closes
 from rawcuda.stream import Stream
 
 ADDRESS = 0x7F00_0000_0000  # where the stand-in buffers "are" (nothing reads it)
@@ -187,18 +188,35 @@ def test_recording_the_same_stream_again_changes_nothing() -> None:
     assert recorded(p) == [first, second] and p.last() is second
     p.record(first)
     assert recorded(p) == [second, first] and p.last() is first, "moved to the end, never listed twice"
-    second.closed = True  # a closed stream has finished its work (close() waits)
+    second.closed = True  # a closed stream has finished its work (close() waits) ...
+    closes.generation += 1  # ... and moved the close count, as every close and stream death does
     p.record(third)
     assert recorded(p) == [first, third]
     gc.disable()  # reference counting alone frees it: nothing else holds it
     try:
         del first
+        closes.generation += 1  # (a real stream's release moves it)
         p.record(second := Marker())
     finally:
         gc.enable()
     assert recorded(p) == [third, second], "a collected stream is forgotten (its finalizer waited for its work)"
     p.record(None)  # a synchronous operation: it waited for everything
     assert p.streams == [] and p.last() is None
+
+
+def test_closed_streams_are_forgotten_at_the_next_record_of_a_listed_stream() -> None:
+    # Before: only a *new* stream's record forgot finished ones, so 50 streams closed while launches went on
+    # on a listed one stayed in the record until the next export (attack a10, round 5: 53 entries after).
+    p = PendingStream()
+    kept, many = Marker(), [Marker() for _ in range(50)]
+    for s in [kept, *many]:
+        p.record(s)
+    assert len(p.streams) == 51
+    for s in many:
+        s.closed = True
+    closes.generation += 1  # (each close moves it)
+    p.record(kept)  # listed already, not last: the locked path
+    assert recorded(p) == [kept]
 
 
 def test_the_legacy_stream_is_one_per_context_and_holds_it_weakly(driver: StandInDriver) -> None:
