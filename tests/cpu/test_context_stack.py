@@ -37,6 +37,13 @@ def name(**contexts):
     for key, ctx in contexts.items():
         names[ctx if isinstance(ctx, int) else ctx.raw_handle] = key
 
+def contexts(*keys):
+    # rawcuda's primary context, then a created one per key, each named for stack() (the last created is current).
+    primary = rawcuda.default_context()
+    made = [Context.create() for _ in keys]
+    name(primary=primary, **dict(zip(keys, made)))
+    return (primary, *made)
+
 def other_library_primary():
     # What the CUDA runtime (CuPy, torch) does: retain the primary context and make it current, unseen by rawcuda.
     handle = ctypes.c_void_p()
@@ -126,9 +133,7 @@ def test_closing_a_context_another_created_one_replaced_keeps_that_one(fake_ctx_
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c, d = Context.create(), Context.create()
-        name(primary=primary, c=c, d=d)
+        primary, c, d = contexts("c", "d")
         primary.activate()
         d.mem_info()  # a call into d: d replaced the primary on top
         out["before"] = stack()
@@ -155,9 +160,7 @@ def test_children_close_inside_their_context_and_the_stack_is_left_alone(fake_ct
                 super().__init__(context)
                 self._own(lambda handle: seen.append(names.get(current_handle(), "?")), 1)
 
-        primary = rawcuda.default_context()
-        c, d = Context.create(), Context.create()
-        name(primary=primary, c=c, d=d)
+        primary, c, d = contexts("c", "d")
         kids = [Child(c), Child(c)]
         with d:
             c.close()
@@ -174,9 +177,7 @@ def test_closing_the_current_context_outside_a_with_block_puts_the_primary_back(
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         primary.activate()
         c.mem_info()
         out["before"] = stack()
@@ -239,9 +240,7 @@ def test_closing_inside_with_blocks_keeps_the_stack(fake_ctx_libcuda: Path) -> N
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        outer, inner = Context.create(), Context.create()
-        name(primary=primary, outer=outer, inner=inner)
+        primary, outer, inner = contexts("outer", "inner")
         primary.activate()
         with outer:
             with inner:
@@ -279,9 +278,7 @@ def test_closing_inside_two_blocks_of_the_same_context_keeps_what_lay_below(fake
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         primary.activate()
         with c:
             with c:
@@ -300,9 +297,7 @@ def test_closing_in_a_block_of_a_context_a_call_made_current_puts_the_primary_ba
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         primary.activate()
         c.synchronize()
         with c:
@@ -321,9 +316,7 @@ def test_closing_a_context_below_another_block_takes_it_off_the_thread(fake_ctx_
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c, p = Context.create(), Context.create()
-        name(primary=primary, c=c, p=p)
+        primary, c, p = contexts("c", "p")
         primary.activate()
         c.synchronize()  # c in place of the primary
         with p:
@@ -357,9 +350,7 @@ def test_an_exit_without_an_enter_on_this_thread_is_refused(fake_ctx_libcuda: Pa
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         primary.activate()
         refused = []
         for _ in range(2):
@@ -404,9 +395,7 @@ def test_a_deferred_close_takes_the_context_off_the_thread_at_once(fake_ctx_libc
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         primary.activate()
         c.hold()  # what a numpy view of pinned memory does
         c.mem_info()
@@ -448,9 +437,7 @@ def test_a_context_dropped_unclosed_puts_the_primary_back(fake_ctx_libcuda: Path
         import weakref
         if not {gc_on}:
             gc.disable()
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         handle = c.raw_handle
         primary.activate()
         c.mem_info()
@@ -475,9 +462,7 @@ def test_a_context_closed_on_another_thread_stays_current_here_until_rawcuda_is_
     result = scenario(
         fake_ctx_libcuda,
         """
-        primary = rawcuda.default_context()
-        c = Context.create()
-        name(primary=primary, c=c)
+        primary, c = contexts("c")
         primary.activate()
         c.mem_info()
         worker = threading.Thread(target=c.close)

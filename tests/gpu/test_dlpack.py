@@ -58,30 +58,7 @@ extern "C" __global__ void delay(unsigned long long ns)
 """
 
 
-# --- fixtures (spin comes from tests/conftest.py) --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def torch() -> Any:
-    """torch, started and warmed up (its first CUDA call takes seconds: never inside a delay)."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("this torch has no CUDA")
-    with DeviceBuffer.zeros(4) as warm:
-        torch.from_dlpack(warm).cpu()
-    torch.cuda.Stream()
-    torch.cuda.synchronize()
-    return torch
-
-
-@pytest.fixture(scope="module")
-def cupy() -> Any:
-    cupy = pytest.importorskip("cupy")
-    with DeviceBuffer.zeros(4) as warm:
-        cupy.asnumpy(cupy.from_dlpack(warm))
-    (cupy.zeros(4, np.float32) * 2.0).get()  # compiled now, not after a delay is queued
-    cupy.cuda.Device().synchronize()
-    return cupy
-
-
+# --- fixtures (spin: tests/conftest.py; torch and cupy, warmed up: tests/gpu/conftest.py) ----------------------------
 @pytest.fixture(scope="module")
 def cupy_delay(cupy: Any) -> Any:
     """A CuPy kernel that holds its stream for a given number of nanoseconds, compiled ahead."""

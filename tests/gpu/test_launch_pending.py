@@ -32,37 +32,8 @@ N = 1 << 20
 DELAY_NS = 500_000_000  # 0.5 s of spinning: far longer than the host takes to queue, export and read
 STILL_PENDING = "the kernel had finished before the consumer was handed the buffer: nothing was tested"
 
-WARM_UP_ELEMENTS = 4  # the first torch and CuPy calls load and compile: done on a tiny buffer, never in the window
 
-
-# --- fixtures (spin and vector_add come from tests/conftest.py) ---------------------------------------------------
-@pytest.fixture(scope="module")
-def torch() -> Any:
-    """torch, started and warmed up (its first CUDA call takes seconds: never while a spin runs)."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("this torch has no CUDA")
-    with DeviceBuffer.zeros(WARM_UP_ELEMENTS) as warm:
-        torch.from_dlpack(warm).cpu()
-    torch.cuda.Stream()
-    torch.cuda.synchronize()
-    return torch
-
-
-@pytest.fixture(scope="module")
-def cupy() -> Any:
-    """CuPy, with both ways in (DLPack, the interface) and a copy to the host already compiled and loaded."""
-    cupy = pytest.importorskip("cupy")
-    with DeviceBuffer.zeros(WARM_UP_ELEMENTS) as warm:
-        side = cupy.cuda.Stream(non_blocking=True)
-        with side:
-            cupy.from_dlpack(warm).get(stream=side)
-            cupy.asarray(warm).get(stream=side)
-        side.synchronize()
-    cupy.cuda.Device().synchronize()
-    return cupy
-
-
+# --- fixtures (spin and vector_add: tests/conftest.py; torch and cupy, warmed up: tests/gpu/conftest.py) ---------
 @pytest.fixture
 def producer() -> Iterator[Stream]:
     # NON_BLOCKING, as torch's and CuPy's side streams are: nothing orders it with the legacy stream implicitly.
