@@ -148,6 +148,7 @@ class Context:
         self.check_usable()
         cu.cuCtxPushCurrent(self._handle)
         self._enter_stack.depth = getattr(self._enter_stack, "depth", 0) + 1  # this thread's open blocks
+        contextstack.enter_block(self._handle)
         return self
 
     def __exit__(
@@ -164,6 +165,7 @@ class Context:
         if popped:  # closed inside the block: close() took this block's entry off the stack already
             self._enter_stack.popped_by_close = popped - 1
             return
+        contextstack.exit_block(self._handle)
         with contextlib.suppress(CudaError) if self._closed else contextlib.nullcontext():
             cu.cuCtxPopCurrent(byref(c_void_p()))  # (closed: the entry may name a destroyed context)
 
@@ -295,8 +297,7 @@ class Context:
         destroys it), telling each open `with ctx:` block whose entry went with it: its __exit__ must not pop
         a second time. A count per thread, not a flag: `with ctx: with ctx: ctx.close()` removed two."""
         gone = getattr(self._enter_stack, "popped_by_close", 0)  # (a deferred close left the thread already)
-        depth = getattr(self._enter_stack, "depth", 0) - gone
-        self._enter_stack.popped_by_close = gone + how(self._handle, self.device.handle, with_depth=depth)
+        self._enter_stack.popped_by_close = gone + how(self._handle, self.device.handle)
 
     # --- host views: memory that numpy may still read after close() --------------------------------------------
     def hold(self) -> None:

@@ -334,13 +334,53 @@ def test_closing_a_context_below_another_block_takes_it_off_the_thread(fake_ctx_
             with p:
                 c2.close()
                 out["middle"] = stack()
+        out["end"] = stack()
         """,
     )
     assert result == {
         "closed": ["primary", "p"],
         "after": ["primary"],
         "usable": True,
-        "middle": ["primary", "p"],  # (d's block entry was replaced by c2: it went with c2)
+        "middle": ["primary", "d", "p"],  # c2 had replaced d's block entry: d takes its slot back
+        "end": ["primary"],  # d's exit popped d, not the primary under it
+    }
+
+
+def test_a_context_closed_inside_another_contexts_block_gives_the_block_its_slot_back(
+    fake_ctx_libcuda: Path,
+) -> None:
+    # Before: b's entry (made by a call, in place of a's) was removed, and a's __exit__ then popped the primary
+    # under it: CuPy's next kernel failed with CUDA_ERROR_INVALID_CONTEXT on the H200 (attack a05, round 4).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b = contexts("a", "b")
+        primary.activate()
+        with a:
+            b.synchronize()  # b in place of a's block entry
+            b.close()
+            out["closed"] = stack()
+        out["after"] = stack()
+        with a:
+            with a:
+                b2 = Context.create()
+                name(b2=b2)
+                b2.synchronize()  # in place of the inner block's entry
+                b2.close()
+                out["nested"] = stack()
+            out["inner left"] = stack()
+        out["outer left"] = stack()
+        a.close()
+        out["end"] = stack()
+        """,
+    )
+    assert result == {
+        "closed": ["primary", "a"],
+        "after": ["primary"],
+        "nested": ["primary", "a", "a"],
+        "inner left": ["primary", "a"],
+        "outer left": ["primary"],
+        "end": ["primary"],
     }
 
 

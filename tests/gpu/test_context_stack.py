@@ -189,6 +189,34 @@ def test_closing_a_context_keeps_another_created_context_current() -> None:
     on_fresh_thread(scenario)
 
 
+def test_a_context_closed_inside_another_contexts_block_leaves_the_primary_under_it() -> None:
+    # Before: b's entry, made current by a call in place of a's block entry, was removed by b.close(), and a's
+    # __exit__ then popped the primary: nothing current (CuPy: CUDA_ERROR_INVALID_CONTEXT, attack a05).
+    primary = default_context()
+    rng = np.random.default_rng()
+
+    def scenario() -> None:
+        x = rng.standard_normal(N, dtype=np.float32)
+        primary.activate()
+        a, b = Context.create(), Context.create()
+        primary.activate()  # (wherever create() left the stack's top: the primary on it, as in a CuPy program)
+        with a:
+            in_b = DeviceBuffer.from_array(x, context=b)  # b in place of a's block entry
+            assert current_handle() == b.raw_handle
+            np.testing.assert_array_equal(in_b.to_array(), x)
+            b.close()
+            assert current_handle() == a.raw_handle, "a's block got its slot back"
+            with DeviceBuffer.from_array(x, context=a) as in_a:
+                np.testing.assert_array_equal(in_a.to_array(), x)
+        assert current_handle() == primary.raw_handle, "a's exit popped a, not the primary under it"
+        a.close()
+        assert current_handle() == primary.raw_handle
+        with DeviceBuffer.from_array(x) as in_primary:
+            np.testing.assert_array_equal(in_primary.to_array(), x)
+
+    on_fresh_thread(scenario)
+
+
 def test_an_exit_without_an_enter_on_this_thread_is_refused() -> None:
     # Before: the first __exit__ counted down from 1 and popped this thread's primary (no error: "DID NOT
     # RAISE"); a second one left the count at -1, after which closing no longer put the primary back.
