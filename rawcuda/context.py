@@ -293,9 +293,8 @@ class Context:
             self._leave_thread(contextstack.destroy)
 
     def _leave_thread(self, how: Callable[..., int]) -> None:
-        """Take this created context off this thread (``how``: contextstack.leave, or .destroy, which then
-        destroys it), telling each open `with ctx:` block whose entry went with it: its __exit__ must not pop
-        a second time. A count per thread, not a flag: `with ctx: with ctx: ctx.close()` removed two."""
+        """Take this created context off this thread (``how``: contextstack.leave, or .destroy), telling each
+        open `with ctx:` block whose entry went (a count: `with ctx: with ctx: ctx.close()` removed two)."""
         gone = getattr(self._enter_stack, "popped_by_close", 0)  # (a deferred close left the thread already)
         self._enter_stack.popped_by_close = gone + how(self._handle, self.device.handle)
 
