@@ -209,16 +209,18 @@ def test_long_double_is_refused_both_ways(dtype: Any) -> None:
 class Crafted:
     """A versioned tensor built by hand, its deleter counting calls."""
 
-    def __init__(self, *, major: int = 1, ndim: int = 1, shape: tuple[int, ...] = (4,), dtype: Any = None) -> None:
+    def __init__(
+        self, *, major: int = 1, ndim: int = 1, shape: tuple[int, ...] | None = (4,), dtype: Any = None
+    ) -> None:
         self.calls = 0
-        self.extents = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self.extents = (ctypes.c_int64 * max(len(shape or ()), 1))(*(shape or ()))
         self.callback = ffi.DELETER(self._deleted)
         tensor = ffi.DLTensor(
             data=0x7000_0000,
             device=ffi.DLDevice(DLDeviceType.CUDA, 0),
             ndim=ndim,
             dtype=dtype or ffi.DLDataType(DLDataTypeCode.FLOAT, 32, 1),
-            shape=ctypes.cast(self.extents, ctypes.POINTER(ctypes.c_int64)),
+            shape=ctypes.cast(self.extents if shape is not None else None, ctypes.POINTER(ctypes.c_int64)),
             strides=None,
             byte_offset=16,
         )
@@ -243,6 +245,7 @@ def test_a_crafted_tensor_is_read_with_its_byte_offset() -> None:
         (lambda: Crafted(major=2), "DLPack 2.0 tensor"),
         (lambda: Crafted(ndim=100), "ndim=100"),
         (lambda: Crafted(shape=(-3,)), "negative extent"),
+        (lambda: Crafted(shape=None), "NULL shape pointer"),  # (before: ctypes' ValueError, NULL pointer access)
         (lambda: Crafted(dtype=ffi.DLDataType(DLDataTypeCode.BFLOAT, 16, 1)), "bfloat16"),
     ],
 )
