@@ -11,7 +11,8 @@ Which context? By default the device's **primary context** (the one the CUDA run
 use); ``Context.create()`` makes a private one. Which is *current*? The driver keeps one per thread, and
 other libraries change it too: every method makes its object's context current first, asking the driver
 (:mod:`rawcuda.current` says why), so objects work from any thread and beside torch or CuPy. ``with ctx:``
-pushes and pops -- also when the body raises, or closed the context.
+pushes and pops -- also when the body raises, or closed the context; ``close()`` leaves the thread's stack
+as it found it, minus the closing context itself (:mod:`rawcuda.contextstack` says what that means).
 
 Numpy views of host memory (pinned, managed) cannot be revoked, and destroying a context frees all of
 its memory: while such a view lives the context *holds* -- ``close()`` closes everything, and the
@@ -35,12 +36,12 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
 from types import TracebackType
 from typing import Any
 
-from . import contextregistry
+from . import contextregistry, contextstack
 from .checked import cu
 from .checked.errors import ClosedError, ContextPoisonedError, CudaError, ForkedProcessError
 from .checked.process import env_flag
 from .closeorder import CloseOrder
-from .current import make_current, peek_current
+from .current import make_current
 from .device import Device
 from .ffi.constants import CtxFlag, Limit
 
@@ -75,7 +76,8 @@ class Context:
         poisoned = contextregistry.register(self, handle)
         if poisoned is not None:  # a sticky error already ended CUDA in this process (see contextregistry)
             self.poison(poisoned)
-        release = _release_primary if primary else _destroy_created
+        # (A dead Context has no `with` block open: the with statement holds the object it entered.)
+        release = _release_primary if primary else contextstack.destroy
         self._finalizer = weakref.finalize(self, _finalize_context, handle, device.handle, release, self._pid)
         self._finalizer.atexit = False  # at interpreter exit the process teardown frees it; calling in is risky
 
@@ -145,16 +147,25 @@ class Context:
     def __enter__(self) -> Context:
         self.check_usable()
         cu.cuCtxPushCurrent(self._handle)
-        self._enter_stack.depth = getattr(self._enter_stack, "depth", 0) + 1  # (see _release_handle)
+        self._enter_stack.depth = getattr(self._enter_stack, "depth", 0) + 1  # this thread's open blocks
+        contextstack.enter_block(self._handle)
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        self._enter_stack.depth = getattr(self._enter_stack, "depth", 1) - 1
-        if getattr(self._enter_stack, "popped_by_destroy", False):  # closed inside the block: already popped
-            self._enter_stack.popped_by_destroy = False
+        depth = getattr(self._enter_stack, "depth", 0)
+        if depth == 0:  # it would pop what this thread's own code pushed, and leave the count at -1
+            raise RuntimeError(
+                f"{self!r}.__exit__ on a thread that did not enter it: a `with ctx:` block pushes onto the stack "
+                "of the thread that entered it, and only that thread's matching __exit__ may pop (once per enter)"
+            )
+        self._enter_stack.depth = depth - 1
+        popped = getattr(self._enter_stack, "popped_by_close", 0)
+        if popped:  # closed inside the block: close() took this block's entry off the stack already
+            self._enter_stack.popped_by_close = popped - 1
             return
+        contextstack.exit_block(self._handle)
         with contextlib.suppress(CudaError) if self._closed else contextlib.nullcontext():
             cu.cuCtxPopCurrent(byref(c_void_p()))  # (closed: the entry may name a destroyed context)
 
@@ -235,23 +246,16 @@ class Context:
             return [c for c in self._children if not getattr(c, "closed", True)]
 
     def close(self) -> None:
-        """Synchronize, close every child still open, then release (primary) or destroy (created) it."""
+        """Synchronize, close every child still open, then release (primary) or destroy (created) it. The
+        thread's current context is left as it was, unless it was this one (see rawcuda.contextstack)."""
         with self._lock:
             if self._closed:
                 return
             errors: list[BaseException] = []
             if self._poison is None and os.getpid() == self._pid:
-                try:
-                    self.synchronize()
-                except CudaError as exc:  # a sticky error surfacing now: stop calling into the context
-                    errors.append(exc)
-                # Children in close order, then what higher layers cached that closes (interop's event)
-                children = sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER))
-                for child in [*children, *(v for v in self.cache.values() if hasattr(v, "close"))]:
-                    try:
-                        child.close()
-                    except Exception as exc:  # keep closing the others; report the first afterwards
-                        errors.append(exc)
+                # Pushed, not activated: activate() would replace what this thread had current (contextstack)
+                with contextstack.pushed(self._handle, errors) as here:
+                    self._close_children(errors, synchronize=here)
             self.cache.clear()
             self._finalizer.detach()
             self._closed = True
@@ -261,28 +265,38 @@ class Context:
                 self._release_deferred = self._holds > 0
             if not self._release_deferred:
                 self._release_handle()
+            elif not self.is_primary and self._poison is None and not self.forked:
+                self._leave_thread(contextstack.leave)  # nothing may run in it now, though it lives on a while
         if errors:
             raise errors[0]
+
+    def _close_children(self, errors: list[BaseException], *, synchronize: bool) -> None:
+        try:
+            if synchronize:
+                cu.cuCtxSynchronize()
+        except CudaError as exc:  # a sticky error surfacing now: stop calling into the context
+            errors.append(exc)
+        # Children in close order, then what higher layers cached that closes (interop's event)
+        children = sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER))
+        for child in [*children, *(v for v in self.cache.values() if hasattr(v, "close"))]:
+            try:
+                child.close()
+            except Exception as exc:  # keep closing the others; report the first afterwards
+                errors.append(exc)
 
     def _release_handle(self) -> None:
         if self._poison is not None or os.getpid() != self._pid:
             return  # never call into a poisoned context, or the parent's from a forked child
-        was_current = not self.is_primary and peek_current() == self._handle
-        if was_current:
-            # cuCtxDestroy pops a context that is current on the calling thread (cuda.h): a
-            # `with ctx:` around this close must not pop it a second time (see __exit__).
-            self._enter_stack.popped_by_destroy = True
-        release = _release_primary if self.is_primary else _destroy_created
-        release(self._handle, self.device.handle)
-        if was_current and not getattr(self._enter_stack, "depth", 0) and peek_current() == 0:
-            # Not current by a `with` block (which pushed it, and whose pop restores what it found) but by a
-            # call into it (activate), which put it in place of what was there: the pop leaves the thread with
-            # *no* context, and CuPy's next kernel fails with CUDA_ERROR_INVALID_CONTEXT (attack a24 on the
-            # H200). Torch and CuPy work in the primary context: put rawcuda's back.
-            primary = _default.get(self.device.ordinal)
-            if primary is not None and primary.usable:
-                with contextlib.suppress(CudaError):  # the destroy succeeded: close() must not fail after it
-                    make_current(primary.raw_handle)
+        if self.is_primary:
+            _release_primary(self._handle, self.device.handle)  # (never pops: the thread keeps what it had)
+        else:
+            self._leave_thread(contextstack.destroy)
+
+    def _leave_thread(self, how: Callable[..., int]) -> None:
+        """Take this created context off this thread (``how``: contextstack.leave, or .destroy), telling each
+        open `with ctx:` block whose entry went (a count: `with ctx: with ctx: ctx.close()` removed two)."""
+        gone = getattr(self._enter_stack, "popped_by_close", 0)  # (a deferred close left the thread already)
+        self._enter_stack.popped_by_close = gone + how(self._handle, self.device.handle)
 
     # --- host views: memory that numpy may still read after close() --------------------------------------------
     def hold(self) -> None:
@@ -302,11 +316,9 @@ class Context:
             return  # the memory was never mapped in a forked child
         with contextlib.suppress(Exception):
             if self._poison is None and not sys.is_finalizing():
-                cu.cuCtxPushCurrent(self._handle)
-                try:
-                    release(*args)  # before the count drops: the last one may destroy the context next
-                finally:
-                    cu.cuCtxPopCurrent(byref(c_void_p()))
+                with contextstack.pushed(self._handle, []) as here:
+                    if here:
+                        release(*args)  # before the count drops: the last one may destroy the context next
         with self._hold_lock:
             self._holds -= 1
             last = self._holds == 0 and self._release_deferred
@@ -348,11 +360,7 @@ def _release_primary(handle: int, device: int) -> None:  # (the release function
     cu.cuDevicePrimaryCtxRelease(device)
 
 
-def _destroy_created(handle: int, device: int) -> None:
-    cu.cuCtxDestroy(handle)
-
-
-def _finalize_context(handle: int, device: int, release: Callable[[int, int], None], pid: int) -> None:
+def _finalize_context(handle: int, device: int, release: Callable[[int, int], object], pid: int) -> None:
     if sys.is_finalizing() or os.getpid() != pid or contextregistry.is_poisoned(handle):
         return  # leak rather than call into a dying interpreter, a forked child, or a poisoned context
     with contextlib.suppress(Exception):  # a finalizer must never raise

@@ -323,9 +323,10 @@ class DeviceBuffer(Resource, Exportable):
         ctx.activate()
         on_stream(handle)
         stream.keep_alive(keep)
-        self.pending.record(stream)
-        if host is not None:
-            host.record(stream)
+        if stream.capturing is None:  # a captured copy runs at replay, not now: as for launches (rawcuda.pending)
+            self.pending.record(stream)
+            if host is not None:
+                host.record(stream)
 
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:
@@ -365,8 +366,8 @@ class DeviceBuffer(Resource, Exportable):
         """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
 
         ``stream`` names a stream after which no async rawcuda operation on this memory -- through this
-        buffer or any view of it -- is pending, or None when nothing is (rawcuda.pending). Kernels you
-        launch are not tracked: synchronize (or record on that stream) before sharing.
+        buffer or any view of it, kernel launches included -- is pending, or None when nothing is
+        (rawcuda.pending). Graph replays are not tracked: synchronize their stream before sharing.
         """
         self.check_open()
         return {

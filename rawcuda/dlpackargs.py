@@ -8,11 +8,13 @@ machine.
 
 The stream is the delicate one: a number that the producer will hand to ``cuStreamWaitEvent``, and the
 driver reads it as a pointer. 1, 2 and -1 are names, not pointers; anything else must at least point at
-mapped memory (rawcuda.ffi.hostmap), or the process would die in the driver instead of raising here.
+memory this process can read (rawcuda.ffi.hostmap), or the process would die in the driver instead of
+raising here.
 """
 
 from __future__ import annotations
 
+import numbers
 from dataclasses import dataclass
 from typing import Any
 
@@ -20,11 +22,10 @@ from .ffi.dlpack import (
     STREAM_AMBIGUOUS,
     STREAM_LEGACY,
     STREAM_NO_SYNC,
-    STREAM_PER_THREAD,
     VERSIONED_MAJOR,
     DLDeviceType,
 )
-from .ffi.hostmap import is_mapped
+from .ffi.hostmap import is_bad_stream
 
 #: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
 HOST = "host"
@@ -97,8 +98,11 @@ def _versioned(max_version: Any) -> bool:
 
 
 def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str | None:
-    if stream is not None and (isinstance(stream, bool) or not isinstance(stream, int)):
-        raise TypeError(f"stream must be None or an int (a CUstream, 1, 2 or -1), not {type(stream).__name__}")
+    if stream is not None:
+        # Any integer type (numpy.int64 too, which the CUDA Array Interface accepts), but never a bool
+        if isinstance(stream, bool) or not isinstance(stream, numbers.Integral):
+            raise TypeError(f"stream must be None or an int (a CUstream, 1, 2 or -1), not {type(stream).__name__}")
+        stream = int(stream)
     if host_consumer:
         if stream is not None:
             raise ValueError(f"stream={stream} with dl_device=kDLCPU: the host has no stream; pass stream=None")
@@ -114,10 +118,11 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
         )
     if not 0 < stream < MAX_STREAM:
         raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
-    if stream not in (STREAM_LEGACY, STREAM_PER_THREAD) and is_mapped(stream) is False:
+    if is_bad_stream(stream):
         # (the driver would read the handle as a pointer and crash the process: rawcuda.ffi.hostmap says why)
         raise ValueError(
-            f"stream={stream:#x} is no CUstream: nothing is mapped at that address in this process; pass the "
+            f"stream={stream:#x} is no CUstream: this process cannot read memory at that address (a device "
+            "pointer, or no pointer at all?); pass the "
             "consumer stream's handle (torch: torch.cuda.current_stream().cuda_stream; CuPy: stream.ptr), 1 "
             "(legacy default stream), 2 (per-thread default stream) or -1 (no synchronization)"
         )

@@ -120,6 +120,8 @@ def read(capsule: Any) -> Tensor:
     ndim = tensor.ndim
     if not 0 <= ndim <= MAX_NDIM:
         raise BufferError(f"the DLPack tensor says ndim={ndim}; an array has 0..{MAX_NDIM} dimensions")
+    if ndim and not tensor.shape:  # (ctypes would say only "NULL pointer access")
+        raise BufferError(f"the DLPack tensor has ndim {ndim} but a NULL shape pointer: its producer is broken")
     shape = tuple(int(tensor.shape[i]) for i in range(ndim))
     if any(extent < 0 for extent in shape):
         raise BufferError(f"the DLPack tensor has a negative extent: shape {shape}")

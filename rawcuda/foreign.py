@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import functools
 import math
-from ctypes import byref, c_int, c_uint64, c_void_p
+from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p
 from typing import Any
 
 from .checked import cu
@@ -39,6 +39,7 @@ from .dlpackread import Tensor, is_capsule, read, take
 from .elements import normalize_dtype, normalize_shape
 from .ffi.attributes import PointerAttribute
 from .ffi.dlpack import DLPACK_VERSION, STREAM_LEGACY, DLDeviceType
+from .ffi.types import CUdeviceptr
 from .interop import foreign_pointer, order_after
 from .loans import Loan
 from .stream import Stream, stream_handle
@@ -257,6 +258,28 @@ def _check_memory(ptr: int, nbytes: int, context: Context, name: str) -> None:
             f"this {name}'s memory belongs to CUDA context {owner.value:#x}, not to {context!r}: a kernel there "
             "cannot use it; pass context= the context it belongs to (torch and CuPy use the primary context, "
             "rawcuda's default)"
+        )
+    if owner.value:
+        _check_extent(ptr, nbytes, name)
+
+
+def _check_extent(ptr: int, nbytes: int, name: str) -> None:
+    """The array must end inside the allocation it starts in.
+
+    Why? Only the shape says how far the memory goes, and a wrong one -- a crafted capsule, a producer's bug --
+    would make every copy and kernel read or write past the end: into a neighbour's memory, silently, or
+    into an unmapped page, as a sticky fault that kills the context. The driver knows each allocation's
+    extent (cuMemGetAddressRange); an array inside a bigger block -- a view, torch's caching allocator --
+    passes. Memory mapped with the VMM API is not checked: one array may span several mapped allocations.
+    """
+    base, size = CUdeviceptr(), c_size_t()
+    cu.cuMemGetAddressRange(byref(base), byref(size), ptr)
+    end = base.value + size.value
+    if ptr + nbytes > end:
+        raise BufferError(
+            f"this {name} claims {nbytes} bytes at {ptr:#x}, but the allocation there ends {end - ptr} bytes "
+            f"later (at {end:#x}): its shape runs past its memory -- a kernel or a copy would touch memory that is "
+            "not its own; its producer's shape, strides or byte_offset are wrong"
         )
 
 

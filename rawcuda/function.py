@@ -2,20 +2,23 @@
 
 Three ways to launch, from the most forgiving to the fastest:
 
-* ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks the configuration once per
-  (grid, block, shared_mem, stream), and the arguments whenever they are not the very same objects as
-  in the previous launch. Close to the host cost of a bare ctypes launch (bench/results/).
-* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable;
-  ``launch()`` only confirms that nothing was closed since and calls the driver -- for hot loops.
+* ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks the configuration once per (grid, block,
+  shared_mem, stream), and the arguments whenever they are not the very same objects as in the previous launch.
+  Close to the host cost of a bare ctypes launch (bench/results/).
+* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable; ``launch()`` only
+  confirms that nothing was closed since and calls the driver -- for hot loops.
 * a CUDA graph (:mod:`rawcuda.graph`) replays many launches with one call.
 
-Every path calls the same table row, ``cuLaunchKernelEx``, through an argtypes-free binding. Why the Ex
-form and not ``cuLaunchKernel``? Both end in the same driver code, but ``cuLaunchKernel`` takes 11
-arguments and ctypes converts each one on every call; ``cuLaunchKernelEx`` takes 4 -- a pointer to a
-``CUlaunchConfig`` (grid, block, shared memory, stream), the function, ``kernelParams`` and ``extra`` -- and
-the config is a struct built once per configuration. Measured on the H200 that is 17 % less host time per
-launch, which is most of the distance between ctypes and C (bench/results/, "launch floor"). The whole
-path, step by step, is in docs/architecture.md ("The launch path").
+Every path calls the same table row, ``cuLaunchKernelEx``, through an argtypes-free binding. Why the Ex form and
+not ``cuLaunchKernel``? Both end in the same driver code, but ``cuLaunchKernel`` takes 11 arguments and ctypes
+converts each one on every call; ``cuLaunchKernelEx`` takes 4 -- a pointer to a ``CUlaunchConfig`` (grid, block,
+shared memory, stream), the function, ``kernelParams`` and ``extra`` -- and the config is a struct built once per
+configuration. Measured on the H200 that is 17 % less host time per launch, which is most of the distance between
+ctypes and C (bench/results/, "launch floor"). The whole path, step by step, is in docs/architecture.md ("The
+launch path").
+
+A launch returns before the kernel runs, so the first two record their stream (None: the legacy one) on every rawcuda
+buffer passed (:mod:`rawcuda.pending`), for DLPack and CUDA Array Interface consumers to wait on. Graphs do not.
 """
 
 from __future__ import annotations
@@ -35,12 +38,13 @@ from .ffi.attributes import DeviceAttribute as A
 from .ffi.attributes import FunctionAttribute
 from .interop import order_after
 from .kernelargs import EMPTY_PACK, ArgPacker, Packed, ParamSpec
-from .launchconfig import LaunchConfig, dims, hashable, integral, launch_config, launch_config_of
+from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
+from .pending import legacy_stream
 from .resource import closes
 from .stream import Stream, stream_handle
 
-# Shared memory a block may use without an opt-in. The driver's default MAX_DYNAMIC_SHARED_SIZE_BYTES is this
-# minus the kernel's *static* shared memory (measured on the H200: 8 KiB static + 41 KiB dynamic failed with
+# Shared memory a block may use without an opt-in. The driver's default MAX_DYNAMIC_SHARED_SIZE_BYTES is this minus
+# the kernel's *static* shared memory (measured on the H200: 8 KiB static + 41 KiB dynamic failed with
 # CUDA_ERROR_INVALID_VALUE until the kernel opted in), so the opt-in is needed above 48 KiB in all.
 DEFAULT_SHARED_LIMIT = 48 * 1024
 POINTER_SIZE = 8  # bytes of a device pointer parameter (.u64 / .b64)
@@ -76,19 +80,12 @@ class Function:
         # The driver arguments of the last launch (ctypes values, no Python objects: the stream is not held).
         self.last_prepared: tuple[Any, ...] = ()
         self._ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
+        self._legacy = legacy_stream(self.context)  # what a launch on no stream records (rawcuda.pending)
 
     @property
     def last_config(self) -> tuple[Any, ...]:
         """(grid, block, shared_mem, stream handle) of the last launch, as the driver was given them."""
-        if not self.last_prepared:
-            return (0, 0, 0, None)
-        cfg = launch_config_of(self.last_prepared)
-        return (
-            (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
-            (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
-            cfg.sharedMemBytes,
-            cfg.hStream or 0,
-        )
+        return config_summary(self.last_prepared)
 
     @property
     def closed(self) -> bool:
@@ -157,15 +154,16 @@ class Function:
     ) -> None:
         """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs.
 
-        The first launch with a given (grid, block, shared_mem, stream) validates the configuration and
-        builds every driver argument as a ctypes object; the first launch with given arguments checks and
-        packs them. After that a launch is: one dict lookup, one identity check of the arguments, and one
-        cuLaunchKernelEx through an argtypes-free binding of the table row -- close to a bare ctypes call.
-        Launching one Function from several threads at once is safe (packed blocks are never rewritten).
+        The first launch with a given (grid, block, shared_mem, stream) validates the configuration and builds
+        every driver argument as a ctypes object; the first launch with given arguments checks and packs them.
+        After that a launch is: one dict lookup, one identity check of the arguments, one cuLaunchKernelEx
+        through an argtypes-free binding of the table row -- close to a bare ctypes call -- and a check per
+        buffer that its memory already records this stream. Launching one Function from several threads at
+        once is safe (packed blocks are never rewritten).
         """
-        # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for
-        # good) would keep every stream ever used alive, and the host arrays it holds for pending copies. An id
-        # is safe because a stream's death moves closes.generation (stream.py), which empties this cache.
+        # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for good)
+        # would keep every stream ever used alive, and the host arrays it holds for pending copies. An id is safe
+        # because a stream's death moves closes.generation (stream.py), which empties this cache.
         generation = closes.generation
         packed = self._packed
         try:
@@ -175,8 +173,8 @@ class Function:
         if prepared is None or self._generation != generation:
             prepared = self._prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
             packed = self._packed
-        # The pack's own generation too, although _prepare drops the pack whenever it sees closes.generation
-        # move: another thread may have read the old pack before that drop, or packed while a close ran.
+        # The pack's own generation too, although _prepare drops the pack whenever it sees closes.generation move:
+        # another thread may have read the old pack before that drop, or packed while a close ran.
         if packed.generation != generation or not packed.same(args, packed.key):
             packed = self._repack(args, stream)
         ctx = self.context
@@ -187,6 +185,11 @@ class Function:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self._ref  # named in the error if a sticky fault ever poisons the context
         self.last_prepared = prepared
+        target = self._legacy if stream is None else stream
+        if target.capturing is None:  # a captured launch runs at replay, not now: rawcuda.pending says why
+            for memory in packed.pending:  # the buffers' memory it may still be writing (views share their base's)
+                if memory.last() is not target:  # the same stream again costs this one call per buffer, no more
+                    memory.record(target)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
@@ -216,8 +219,8 @@ class Function:
 
     def declare_read_only(self, *indices: int) -> Function:
         """Say that the kernel only reads through these pointer parameters (0-based), so that another library's
-        read-only array (``__cuda_array_interface__`` data[1] = True) may be passed there. Why must you say
-        it? ``const`` is not part of a kernel's PTX signature: nothing else can tell. Returns the function."""
+        read-only array (``__cuda_array_interface__`` data[1] = True) may be passed there. Why must you say it?
+        ``const`` is not part of a kernel's PTX signature: nothing else can tell. Returns the function."""
         specs = list(self.params)
         for index in indices:
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(specs):
@@ -340,6 +343,7 @@ class BoundLaunch:
         self._packed = packed  # keeps the slots the array points into alive
         self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
         self._generation = closes.generation
+        self._target = fn._legacy if stream is None else stream  # where its buffers' work is pending
 
     def __call__(self) -> None:
         if self._generation != closes.generation:
@@ -358,6 +362,11 @@ class BoundLaunch:
             launch_failed(rc, ctx, self._call)
         ctx.last_launch_ref = fn._ref
         fn.last_prepared = self._call
+        target = self._target
+        if target.capturing is None:  # as in Function.launch
+            for memory in self._packed.pending:
+                if memory.last() is not target:
+                    memory.record(target)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 

@@ -20,6 +20,7 @@ The other direction (rawcuda's buffers read by others) is in :mod:`rawcuda.devic
 
 from __future__ import annotations
 
+import numbers
 import threading
 from ctypes import byref, c_int, c_void_p
 from typing import Any
@@ -30,8 +31,8 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .ffi.constants import STREAM_LEGACY, STREAM_PER_THREAD, EventFlag, EventWaitFlag, StreamCaptureMode
-from .ffi.hostmap import is_mapped
+from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
+from .ffi.hostmap import is_bad_stream
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
@@ -41,8 +42,6 @@ AMBIGUOUS_STREAM = 0
 MAX_HANDLE = 1 << 64  # a CUstream is a pointer: 64 bits
 #: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
 _LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
-#: Handles that are numbers, not pointers (the legacy and per-thread default streams).
-_DEFAULT_STREAMS = frozenset({STREAM_LEGACY, STREAM_PER_THREAD})
 
 
 class ForeignArrayError(TypeError):
@@ -63,7 +62,12 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
         if not isinstance(version, int):
             raise TypeError(f"version is {version!r}, not an int")
         stream = cai.get("stream") if version >= STREAM_AWARE_VERSION else None
-        stream = None if stream is None else int(stream)
+        if stream is not None:
+            # An int, as the spec says -- not int()'s reading of True, 1.9 or "2" (streams 1, 1 and 2), which
+            # __dlpack__ refuses too. numbers.Integral: numpy's integers are ints here.
+            if isinstance(stream, bool) or not isinstance(stream, numbers.Integral):
+                raise TypeError(f"stream is {stream!r} ({type(stream).__name__}), not an int")
+            stream = int(stream)
     except (TypeError, KeyError, ValueError, AttributeError) as exc:
         raise ForeignArrayError(
             f"this {name}'s __cuda_array_interface__ is malformed ({type(exc).__name__}: {exc}): version 3 of "
@@ -90,11 +94,11 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
                 "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
             )
-        if stream not in _DEFAULT_STREAMS and is_mapped(stream) is False:
+        if is_bad_stream(stream):
             raise ForeignArrayError(
-                f"this {name} names stream {stream:#x}, but nothing is mapped at that address in this process: it "
+                f"this {name} names stream {stream:#x}, but this process cannot read memory at that address: it "
                 "is no CUstream (the driver would crash reading it) -- its producer's __cuda_array_interface__ "
-                "is wrong (a stream of another process?)"
+                "is wrong (a device pointer where the stream belongs? a stream of another process?)"
             )
         waits.append(stream)
     return ptr

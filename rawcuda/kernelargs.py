@@ -1,51 +1,50 @@
 """Layer 2: kernel arguments -- the ``void **kernelParams`` array, checked and packed safely, and only once.
 
-``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and
-trusts it blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads
-garbage. cust does not check it either: its ``launch!`` (inside ``unsafe``) only requires each argument to
-be ``DeviceCopy``, so a wrong count or width compiles and is undefined behaviour. (The seed's
-``#[cust::kernel]`` does not exist; ``#[kernel]`` is ``cuda_std``'s, for kernels written *in Rust*.) rawcuda
-checks at launch time, against the kernel's real signature -- from its PTX ``.entry`` (types and sizes), or
-for a cubin from ``cuFuncGetParamInfo`` (sizes only) -- and raises ``TypeError``/``ValueError`` *before* the
-driver is called: a stronger check than cust's, not a stand-in for a compile-time one.
+``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and trusts it
+blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads garbage. cust
+does not check it either: its ``launch!`` (inside ``unsafe``) only requires each argument to be ``DeviceCopy``,
+so a wrong count or width compiles and is undefined behaviour. (The seed's ``#[cust::kernel]`` does not exist;
+``#[kernel]`` is ``cuda_std``'s, for kernels written *in Rust*.) rawcuda checks at launch time, against the
+kernel's real signature -- from its PTX ``.entry`` (types and sizes), or for a cubin from ``cuFuncGetParamInfo``
+(sizes only) -- and raises ``TypeError``/``ValueError`` *before* the driver is called: a stronger check than
+cust's, not a stand-in for a compile-time one.
 
 The rules, per parameter:
 
-* 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX)
-  take a ``DeviceBuffer`` (its address), anything with ``__cuda_array_interface__`` (a torch or CuPy
-  array, read as :mod:`rawcuda.interop` says: its stream waited for, read-only and strided arrays
-  refused), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused: its address
-  means nothing to the GPU.
+* 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX) take a
+  ``DeviceBuffer`` (its address), anything with ``__cuda_array_interface__`` (a torch or CuPy array, read as
+  :mod:`rawcuda.interop` says: its stream waited for, read-only and strided arrays refused), a Python ``int``
+  or an 8-byte numpy integer. A *host* numpy array is refused: its address means nothing to the GPU.
 * Other integer parameters take a Python ``int`` or a numpy integer of exactly that width.
 * A Python ``int`` must fit the parameter, by the rule below. What it may not do is arrive *wrapped*:
   a ``size_t`` given -1 becomes 2^64 - 1 and the kernel walks off its buffer; an ``int`` given 2^31
   becomes -2^31 and the kernel does nothing.
 
-Which ints fit -- from what nvcc really writes. Compiling ``extern "C" __global__ void k(int, unsigned,
-short, char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32, .u32, .u16,
-.u8, .u8, .u64, .u64, .u64, .u64``: every C integer becomes an *unsigned* PTX type, signed or not, and
-every pointer is ``.u64`` (nvcc never writes ``.s`` or a scalar ``.b``; hand-written PTX and other
-compilers may). So the PTX cannot tell ``int`` from ``unsigned``, nor ``long long`` from ``size_t``:
+Which ints fit -- from what nvcc really writes. Compiling ``extern "C" __global__ void k(int, unsigned, short,
+char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32, .u32, .u16, .u8, .u8, .u64,
+.u64, .u64, .u64``: every C integer becomes an *unsigned* PTX type, signed or not, and every pointer is ``.u64``
+(nvcc never writes ``.s`` or a scalar ``.b``; hand-written PTX and other compilers may). So the PTX cannot tell
+``int`` from ``unsigned``, nor ``long long`` from ``size_t``:
 
 * ``.s8`` ... ``.s64`` say signed: -2^(n-1) .. 2^(n-1)-1.
 * ``.u8``/``.u16``/``.u32`` and ``.b8``/``.b16``/``.b32`` (raw bits) may be either C type: -2^(n-1) ..
   2^n-1, so -1 reaches an ``int`` and 4,000,000,000 an ``unsigned``. Past that, the kernel needs a
   wider parameter (``size_t``), and the error says so.
-* ``.u64``/``.b64`` (and an 8-byte parameter known only by size): 0 .. 2^64-1. This is where every
-  pointer and ``size_t`` lands, and a negative address or size is always a bug -- usually a difference
-  that went below zero -- so it is refused rather than passed as 2^64 - k. The price: a genuinely
-  signed 64-bit parameter (``long long``, ``int64_t``) takes a negative value as ``np.int64(v)``,
-  which states its own type. Numpy integers of the exact width pass their bits as they are, except
-  that a ``.s`` parameter refuses an unsigned one above its signed maximum.
+* ``.u64``/``.b64`` (and an 8-byte parameter known only by size): 0 .. 2^64-1. This is where every pointer
+  and ``size_t`` lands, and a negative address or size is always a bug -- usually a difference that went
+  below zero -- so it is refused rather than passed as 2^64 - k. The price: a genuinely signed 64-bit
+  parameter (``long long``, ``int64_t``) takes a negative value as ``np.int64(v)``, which states its own
+  type. Numpy integers of the exact width pass their bits as they are, except that a ``.s`` parameter
+  refuses an unsigned one above its signed maximum.
 * Float parameters take a Python ``float``/``int`` or a numpy float of exactly that width:
   ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
 * By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
 
-Speed: checking and packing happen when the arguments change. When a launch passes the very same
-argument objects as the previous one (and nothing has been closed since), the previous packed block is
-reused as it is -- an identity check per argument, no conversion. The pack remembers buffers weakly
-(:func:`identity_key`), so it never keeps device memory alive. A packed block is never rewritten, so two
-threads launching one kernel can never see each other's arguments.
+Speed: checking and packing happen when the arguments change. When a launch passes the very same argument
+objects as the previous one (and nothing has been closed since), the previous packed block is reused as it is --
+an identity check per argument, no conversion. The pack remembers buffers weakly (:func:`identity_key`), so it
+never keeps device memory alive, and lists their PendingStreams (``Packed.pending``), on which the launch records
+its stream. A packed block is never rewritten, so two threads launching one kernel never see each other's arguments.
 """
 
 from __future__ import annotations
@@ -61,6 +60,7 @@ import numpy as np
 from .checked.errors import ClosedError
 from .devicebuffer import DeviceBuffer
 from .interop import ForeignArrayError, foreign_pointer
+from .pending import PendingStream
 from .ptx import Param
 from .resource import closes
 
@@ -348,12 +348,13 @@ class Packed(NamedTuple):
     generation: int  # closes.generation when the arguments were checked (a later close invalidates it)
     slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
     waits: list[int]  # streams of foreign arrays the launch must be ordered after (interop.order_after)
+    pending: tuple[PendingStream, ...]  # where the launch records its stream: the buffers', once each (views share)
 
 
 _new_tuple = tuple.__new__
 
 #: The pack a kernel starts with: it matches no arguments, so the first launch packs.
-EMPTY_PACK = Packed((), _never, None, -1, [], [])
+EMPTY_PACK = Packed((), _never, None, -1, [], [], ())
 
 
 class ArgPacker:
@@ -389,7 +390,10 @@ class ArgPacker:
         # tuple.__new__ rather than Packed(...): a NamedTuple's generated __new__ is a Python call, and this
         # line runs whenever a launch's arguments change.
         key, same = identity_key(args) if cacheable else ((), _never)
-        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits))
+        # rawcuda memory of any kind (buffers, views, managed, adopted; a GrowableBuffer, which is passed through its
+        # interface): once per pack, so that a launch only walks a short tuple. Views share their base's.
+        pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
+        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending))
 
     def signature(self) -> str:
         return ", ".join(s.ptx_type for s in self.specs)

@@ -48,6 +48,20 @@ def launch_config_of(call: tuple[Any, ...]) -> CUlaunchConfig:
     return call[0]._obj  # CArgObject._obj: the object byref() points at (ctypes' documented attribute)
 
 
+def config_summary(call: tuple[Any, ...]) -> tuple[Any, ...]:
+    """(grid, block, shared_mem, stream handle) of a launch's driver arguments, as the driver was given them
+    (``(0, 0, 0, None)`` for no launch at all)."""
+    if not call:
+        return (0, 0, 0, None)
+    cfg = launch_config_of(call)
+    return (
+        (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ),
+        (cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ),
+        cfg.sharedMemBytes,
+        cfg.hStream or 0,
+    )
+
+
 def hashable(dims: Any) -> Any:
     """A grid or block as a cache key: a list (which dims accepts) becomes a tuple of the same numbers."""
     return tuple(dims) if isinstance(dims, list) else dims

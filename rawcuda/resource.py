@@ -67,6 +67,11 @@ class CaptureDeferral:
         """How many releases wait for the open captures to end."""
         return len(self._queue)
 
+    def holds(self, release: Callable[..., None], handle: int) -> bool:
+        """Whether ``release(handle, ...)`` is queued: the object is dead, its handle not yet released."""
+        with self._lock:
+            return any(queued is release and args[:1] == (handle,) for _, queued, args in self._queue)
+
 
 #: The process's one deferral queue (streamcapture.Capture calls begin() and end()).
 capture_deferral = CaptureDeferral()

@@ -30,7 +30,7 @@ from .checked.errors import NotReadyError, StreamCaptureError
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .ffi.constants import EventFlag, EventWaitFlag, StreamFlag
-from .resource import Resource, closes
+from .resource import Resource, capture_deferral, closes
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
 
@@ -181,6 +181,13 @@ class Stream(Resource):
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<Stream {self._handle:#x}{state}>"
+
+
+def release_deferred(handle: int) -> bool:
+    """Whether the stream ``handle`` was garbage-collected while a capture was open and its release -- which
+    waits for its work -- still waits for the capture to end (resource.CaptureDeferral): its last work may
+    still be running, though no Stream object is left to say so (rawcuda.pending refuses to export then)."""
+    return capture_deferral.holds(_destroy_stream, handle)
 
 
 def same_context(a: Resource, b: Resource) -> None:

@@ -275,6 +275,8 @@ class ProcAddressQueryResult(IntEnum):
 #: blocking stream of the context; CU_STREAM_PER_THREAD is a per-thread default stream that does not.
 STREAM_LEGACY = 0x1
 STREAM_PER_THREAD = 0x2
+#: The handles that are names, not pointers: nothing is read at their "address".
+DEFAULT_STREAMS = frozenset({STREAM_LEGACY, STREAM_PER_THREAD})
 DEVICE_CPU = -1  # a CUdevice meaning "the host" in prefetch/advise on older APIs
 IPC_HANDLE_SIZE = 64
 

@@ -1,74 +1,173 @@
-"""Layer 0: is anything mapped at this address? -- the check before a foreign stream handle reaches the driver.
+"""Layer 0: can this process read the byte at this address? -- the check before a foreign stream handle
+reaches the driver.
 
 A ``CUstream`` is a pointer into the driver's own memory, and the driver trusts it: give
-``cuStreamWaitEvent`` the number 3, or a stale pointer from a library that miscounted, and it reads
-address 3 -- a segmentation fault that takes the whole interpreter with it, no exception possible. rawcuda
-makes its own streams, so their handles are sound; but DLPack's ``__dlpack__(stream=...)`` and the CUDA
-Array Interface's ``"stream"`` hand it numbers from *other* code.
+``cuStreamWaitEvent`` the number 3, or a device pointer mistaken for a stream, and it reads there -- a
+segmentation fault that takes the whole interpreter with it, no exception possible. rawcuda makes its own
+streams, so their handles are sound; but DLPack's ``__dlpack__(stream=...)`` and the CUDA Array Interface's
+``"stream"`` hand it numbers from *other* code.
 
 No driver call can ask "is this a stream?" without reading the pointer first. What the kernel can say
-safely is whether the page under the address is mapped at all: ``mincore(2)`` fails with ``ENOMEM`` for an
-unmapped range and never touches the memory. That refuses small integers, sign-extended garbage and freed
-heap regions returned to the OS. It does **not** refuse a page that is mapped but unreadable -- and that
-is where a device pointer lies (the driver's no-access reservation, ``---p`` in ``/proc/self/maps``):
-a device pointer or a ``PROT_NONE`` page passed as a stream still crashes the driver (attack a02 on the
-H200). Nor can any check refuse a pointer to some other readable object, or a stream destroyed a moment
-ago. (Asking whether the byte is *readable* -- ``write(2)`` of it into a pipe fails with ``EFAULT`` --
-closes the first gap; it is on branch next-verify, waiting for a device run.)
+safely is whether one byte there is *readable*: ``write(2)`` of that byte into a pipe copies it inside
+the kernel, which fails with ``EFAULT`` instead of faulting the process. Why not ``mincore(2)``, which
+asks only whether a page is mapped? Because the likeliest wrong numbers are mapped: a device pointer lies
+in the driver's address reservation, mapped with no access at all (``---p`` in ``/proc/self/maps``), and
+passed that test and crashed the driver (attack a02 on the H200). A readable page refuses small integers,
+device pointers, ``PROT_NONE`` guard pages and unmapped garbage -- though not a pointer to some other
+readable object, nor a stream destroyed a moment ago whose memory the driver still holds: nothing short
+of the driver could tell those apart, and it does not offer to.
 
-Linux only (the driver rawcuda loads is ``libcuda.so``); elsewhere the answer is "cannot tell" (None).
+Linux and other POSIX systems (the driver rawcuda loads is ``libcuda.so``); without libc's ``write`` the
+answer is "cannot tell" (None).
 """
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import errno
-import mmap
+import fcntl
+import os
 import sys
-from ctypes import POINTER, c_int, c_size_t, c_ubyte, c_void_p
+import threading
+from ctypes import c_size_t, c_ssize_t, c_void_p
 
-#: mincore() wants a page-aligned start; the page size is the kernel's, not a constant of ours.
-PAGE_SIZE = mmap.PAGESIZE
+from .constants import DEFAULT_STREAMS
+
 ADDRESS_LIMIT = 1 << 64  # a pointer on a 64-bit host
+_ONE_BYTE = 1
 
 
-class _Mincore:
-    """The libc function, declared once on first use (``int mincore(void *addr, size_t length,
-    unsigned char *vec)``), with the one-byte vector it writes for one page."""
+#: The lowest descriptor the probe pipe may use: 0, 1 and 2 are stdin, stdout and stderr. A process started
+#: with them closed would get the pipe there, and a later ``print`` would write into it (see :meth:`_Probe.pipe`).
+FIRST_FREE_FD = 3
+
+
+class _Probe:
+    """libc's ``write`` (declared once: ``ssize_t write(int fd, const void *buf, size_t count)``) and a pipe
+    only this process reads. The pipe is made again in a forked child: parent and child would otherwise
+    share it, and one could read the byte the other wrote."""
 
     def __init__(self) -> None:
-        self.function = None
-        self.vector = (c_ubyte * 1)()
-        if sys.platform.startswith("linux"):
+        self.lock = threading.Lock()
+        self.write = None
+        self.pid = -1
+        self.read_end = self.write_end = -1
+        if sys.platform == "win32":
+            return
+        try:
+            write = ctypes.CDLL(None, use_errno=True).write
+        except (OSError, AttributeError):
+            return
+        write.argtypes = [ctypes.c_int, c_void_p, c_size_t]
+        write.restype = c_ssize_t
+        self.write = write
+        os.register_at_fork(after_in_child=self._after_fork)
+
+    def _after_fork(self) -> None:
+        """In a forked child, before any of its own code runs: close the parent's pipe ends now, while their
+        numbers still name them (later the child may reuse those numbers for its own files, and closing by
+        number would close those), and make :meth:`pipe` create a new one."""
+        self.lock = threading.Lock()  # a thread of the parent may have held it: it does not exist here
+        for end in (self.read_end, self.write_end):
+            if end >= 0:
+                with contextlib.suppress(OSError):
+                    os.close(end)
+        self.read_end = self.write_end = -1
+        self.pid = -1
+
+    def pipe(self) -> tuple[int, int]:
+        """The pipe of this process, made on first use. Raises OSError when it cannot be made (no free
+        descriptor: EMFILE)."""
+        if self.pid != os.getpid():
+            # A child forked without the at-fork hook (a fork from C) still holds the parent's ends: they are
+            # left open, never closed by number -- the child may have reused those numbers for its own files.
+            read_end, write_end = os.pipe()
             try:
-                function = ctypes.CDLL(None, use_errno=True).mincore
-            except (OSError, AttributeError):
-                return
-            function.argtypes = [c_void_p, c_size_t, POINTER(c_ubyte)]
-            function.restype = c_int
-            self.function = function
+                read_end, write_end = _above_stdio(read_end), _above_stdio(write_end)
+                for end in (read_end, write_end):
+                    os.set_blocking(end, False)
+            except OSError:
+                for end in (read_end, write_end):
+                    with contextlib.suppress(OSError):
+                        os.close(end)
+                raise
+            self.read_end, self.write_end, self.pid = read_end, write_end, os.getpid()
+        return self.read_end, self.write_end
+
+    def drain(self) -> None:
+        """Empty the pipe (a byte left by a write whose read never came: a signal, an error in between)."""
+        with contextlib.suppress(OSError):  # BlockingIOError: empty now
+            while os.read(self.read_end, PIPE_DRAIN_CHUNK):
+                pass
 
 
-_mincore: _Mincore | None = None
+#: How much :meth:`_Probe.drain` reads at a time.
+PIPE_DRAIN_CHUNK = 4096
 
 
-def is_mapped(address: int) -> bool | None:
-    """True if the page holding ``address`` is mapped in this process, False if not, None if this platform
-    cannot tell. Never reads the memory."""
-    global _mincore
+def _above_stdio(fd: int) -> int:
+    """``fd`` itself, or -- if it took the place of stdin, stdout or stderr -- a close-on-exec copy of it
+    at 3 or above, the low one closed."""
+    if fd >= FIRST_FREE_FD:
+        return fd
+    try:
+        high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_FREE_FD)
+    finally:
+        os.close(fd)
+    return high
+
+
+_probe: _Probe | None = None
+_probe_lock = threading.Lock()
+
+
+def _reset_probe_lock() -> None:
+    global _probe_lock
+    _probe_lock = threading.Lock()  # a thread of the parent may have held it at fork: it does not exist here
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_reset_probe_lock)
+
+
+def is_readable(address: int) -> bool | None:
+    """True if this process can read the byte at ``address``, False if not, None if this platform cannot
+    tell (or cannot now: no descriptor is free for the pipe). The memory is read by the kernel on the
+    process's behalf, never by the process itself."""
+    global _probe
     if not 0 < address < ADDRESS_LIMIT:
         return False
-    if _mincore is None:
-        _mincore = _Mincore()
-    function = _mincore.function
-    if function is None:
+    if _probe is None:
+        with _probe_lock:
+            if _probe is None:
+                _probe = _Probe()
+    probe = _probe
+    if probe.write is None:
         return None
-    page = address - address % PAGE_SIZE
-    if function(page, 1, _mincore.vector) == 0:
-        return True
-    code = ctypes.get_errno()
-    # ENOMEM: not mapped. (EINVAL would mean a bad start, which page alignment rules out; say "cannot tell".)
-    return False if code == errno.ENOMEM else None
+    with probe.lock:  # one byte in the pipe at a time: each caller reads back its own
+        try:
+            read_end, write_end = probe.pipe()
+        except OSError:
+            return None  # EMFILE, ENFILE: "cannot tell", never an exception from a check
+        for attempt in range(2):
+            if probe.write(write_end, address, _ONE_BYTE) == _ONE_BYTE:
+                with contextlib.suppress(OSError):
+                    os.read(read_end, _ONE_BYTE)
+                return True
+            code = ctypes.get_errno()
+            if code != errno.EAGAIN or attempt:
+                break
+            probe.drain()  # full (bytes left behind): empty it and try once more
+    return False if code == errno.EFAULT else None
 
 
-__all__ = ["ADDRESS_LIMIT", "PAGE_SIZE", "is_mapped"]
+def is_bad_stream(number: int) -> bool:
+    """True for a stream number that the driver would crash reading: not 1 or 2 (names, not pointers), and
+    pointing at nothing this process can read. False when it may be a stream (or this platform cannot tell).
+    The one check behind DLPack's ``stream=`` (rawcuda.dlpackargs) and the CUDA Array Interface's ``"stream"``
+    (rawcuda.interop), which each raise their own error."""
+    return number not in DEFAULT_STREAMS and is_readable(number) is False
+
+
+__all__ = ["ADDRESS_LIMIT", "is_bad_stream", "is_readable"]

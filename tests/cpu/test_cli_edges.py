@@ -153,7 +153,10 @@ INTERRUPTED_PROGRAMS = {
 
 @pytest.mark.parametrize("program", sorted(INTERRUPTED_PROGRAMS))
 def test_ctrl_c_exits_130_in_one_line(program: str, tmp_path: Path) -> None:
-    code = "import os, runpy, signal, sys, time\n" + textwrap.dedent(INTERRUPTED_PROGRAMS[program])
+    # Python keeps SIGINT ignored when it starts ignored -- as in a job a shell put in the background -- and the
+    # interrupt would then do nothing: restore Ctrl-C's own handler first, as an interactive start has it.
+    code = "import os, runpy, signal, sys, time\nsignal.signal(signal.SIGINT, signal.default_int_handler)\n"
+    code += textwrap.dedent(INTERRUPTED_PROGRAMS[program])
     header = tmp_path / "cuda.h"  # never read: the program is interrupted before it parses anything
     header.touch()
     proc = subprocess.run(

@@ -209,16 +209,18 @@ def test_long_double_is_refused_both_ways(dtype: Any) -> None:
 class Crafted:
     """A versioned tensor built by hand, its deleter counting calls."""
 
-    def __init__(self, *, major: int = 1, ndim: int = 1, shape: tuple[int, ...] = (4,), dtype: Any = None) -> None:
+    def __init__(
+        self, *, major: int = 1, ndim: int = 1, shape: tuple[int, ...] | None = (4,), dtype: Any = None
+    ) -> None:
         self.calls = 0
-        self.extents = (ctypes.c_int64 * max(len(shape), 1))(*shape)
+        self.extents = (ctypes.c_int64 * max(len(shape or ()), 1))(*(shape or ()))
         self.callback = ffi.DELETER(self._deleted)
         tensor = ffi.DLTensor(
             data=0x7000_0000,
             device=ffi.DLDevice(DLDeviceType.CUDA, 0),
             ndim=ndim,
             dtype=dtype or ffi.DLDataType(DLDataTypeCode.FLOAT, 32, 1),
-            shape=ctypes.cast(self.extents, ctypes.POINTER(ctypes.c_int64)),
+            shape=ctypes.cast(self.extents if shape is not None else None, ctypes.POINTER(ctypes.c_int64)),
             strides=None,
             byte_offset=16,
         )
@@ -243,6 +245,7 @@ def test_a_crafted_tensor_is_read_with_its_byte_offset() -> None:
         (lambda: Crafted(major=2), "DLPack 2.0 tensor"),
         (lambda: Crafted(ndim=100), "ndim=100"),
         (lambda: Crafted(shape=(-3,)), "negative extent"),
+        (lambda: Crafted(shape=None), "NULL shape pointer"),  # (before: ctypes' ValueError, NULL pointer access)
         (lambda: Crafted(dtype=ffi.DLDataType(DLDataTypeCode.BFLOAT, 16, 1)), "bfloat16"),
     ],
 )
@@ -523,11 +526,22 @@ def test_the_stream_a_device_consumer_names() -> None:
     assert plan(HOST, host_accessible=True, stream=STREAM).sync == STREAM
 
 
+def test_a_numpy_integer_stream_is_taken_as_the_int_it_holds() -> None:
+    # Before: stream=np.int64(h) was refused, though the CUDA Array Interface takes numpy integers.
+    for kind in (np.int64, np.uint64, np.intp):
+        chosen = plan(stream=kind(STREAM)).sync
+        assert chosen == STREAM and type(chosen) is int
+    assert plan(stream=np.int64(-1)).sync is None and plan(stream=np.int32(2)).sync == 2
+    for wrong in (True, np.bool_(True), 1.0, np.float64(1.0), "1"):
+        with pytest.raises(TypeError, match="stream must be None or an int"):
+            plan(stream=wrong)
+
+
 @pytest.mark.parametrize("number", [3, 0xDEAD_BEEF_000, 0x7FFF_FFFF_FFFF_FFFF], ids=["3", "unmapped", "2^63-1"])
-def test_a_consumer_stream_under_which_nothing_is_mapped_is_refused(number: int) -> None:
+def test_a_consumer_stream_this_process_cannot_read_is_refused(number: int) -> None:
     # cuStreamWaitEvent reads the number as a pointer: before the check, __dlpack__(stream=3) with work
     # pending on the buffer killed the process (SIGSEGV in the driver, attack a10 on the H200).
-    with pytest.raises(ValueError, match="no CUstream: nothing is mapped"):
+    with pytest.raises(ValueError, match="no CUstream: this process cannot read memory at that address"):
         plan(stream=number)
     assert plan(HOST, host_accessible=True, dl_device=(CPU, 0)).sync == dlpack.HOST
 

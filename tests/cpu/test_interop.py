@@ -14,6 +14,7 @@ import pytest
 from rawcuda.devicebuffer import DeviceBuffer
 from rawcuda.interop import ForeignArrayError, foreign_pointer
 from rawcuda.kernelargs import ArgPacker, ParamSpec, identity_key
+from rawcuda.pending import PendingStream
 from tests.helpers import MAPPED_STREAM_NUMBER as STREAM
 
 ADDRESS = 0x7F00_0000_0000
@@ -33,11 +34,24 @@ def test_the_address_passes_and_the_stream_is_collected() -> None:
     assert foreign_pointer(cai(stream=2), False, waits) == ADDRESS and waits == [STREAM, 2]  # a name, not a pointer
 
 
+@pytest.mark.parametrize("stream", [True, 1.9, "2", 2.0], ids=["bool", "float", "str", "whole-float"])
+def test_a_stream_that_is_not_an_int_is_malformed(stream: object) -> None:
+    # int() read these as streams 1, 1, 2 and 2 (attack a01, round 4); the spec says an integer.
+    with pytest.raises(ForeignArrayError, match=r"malformed \(TypeError: stream is"):
+        foreign_pointer(cai(stream=stream), False, [])
+
+
+def test_numpy_integers_are_ints_for_the_stream() -> None:
+    waits: list[int] = []
+    foreign_pointer(cai(stream=np.uint64(STREAM)), False, waits)
+    assert waits == [STREAM] and type(waits[0]) is int
+
+
 @pytest.mark.parametrize("number", [3, 0xDEAD_BEEF_000, 0x7FFF_FFFF_FFFF_FFFF], ids=["3", "unmapped", "2^63-1"])
-def test_a_stream_number_under_which_nothing_is_mapped_is_refused(number: int) -> None:
+def test_a_stream_number_this_process_cannot_read_is_refused(number: int) -> None:
     # The driver reads a CUstream as a pointer: before the check, a launch with this array died of SIGSEGV.
     waits: list[int] = []
-    with pytest.raises(ForeignArrayError, match="nothing is mapped at that address"):
+    with pytest.raises(ForeignArrayError, match="this process cannot read memory at that address"):
         foreign_pointer(cai(stream=number), False, waits)
     assert waits == [], "nothing may be collected for the launch to wait on"
 
@@ -77,6 +91,7 @@ def fake_buffer() -> DeviceBuffer:
     buf = DeviceBuffer.__new__(DeviceBuffer)
     buf._ptr, buf._closed, buf._base = ADDRESS, False, None
     buf.shape, buf.dtype = (4,), np.dtype(np.float32)
+    buf.pending = PendingStream()  # where a launch records its stream (the packer lists it)
     return buf
 
 

@@ -19,6 +19,7 @@ import pytest
 from rawcuda import ClosedError, ptx
 from rawcuda.devicebuffer import DeviceBuffer
 from rawcuda.kernelargs import ArgPacker, ArgumentError, ParamSpec
+from rawcuda.pending import PendingStream
 
 PTX = """
 .version 9.0
@@ -43,6 +44,7 @@ def fake_buffer(address: int = ADDRESS, closed: bool = False) -> DeviceBuffer:
     buf = DeviceBuffer.__new__(DeviceBuffer)
     buf._ptr, buf._closed, buf._base = address, closed, None
     buf.shape, buf.dtype = (4,), np.dtype(np.float32)
+    buf.pending = PendingStream()  # where a launch records its stream (the packer lists it)
     return buf
 
 

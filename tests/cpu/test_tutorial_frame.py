@@ -234,6 +234,9 @@ def test_ctrl_c_at_the_pause_ends_with_one_line_and_130(stand_in: Path) -> None:
         stdin=subprocess.PIPE,  # kept open: the child waits at the pause
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
+        # Python keeps SIGINT ignored when it starts ignored (a job a shell put in the background): start the
+        # child with the default disposition, as an interactive start has it, so Python installs Ctrl-C's handler.
+        preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL),
     )
     assert child.stdout is not None
     seen, deadline = b"", time.monotonic() + TIMEOUT_S

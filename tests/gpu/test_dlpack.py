@@ -58,30 +58,7 @@ extern "C" __global__ void delay(unsigned long long ns)
 """
 
 
-# --- fixtures (spin comes from tests/conftest.py) --------------------------------------------------------------------
-@pytest.fixture(scope="module")
-def torch() -> Any:
-    """torch, started and warmed up (its first CUDA call takes seconds: never inside a delay)."""
-    torch = pytest.importorskip("torch")
-    if not torch.cuda.is_available():
-        pytest.skip("this torch has no CUDA")
-    with DeviceBuffer.zeros(4) as warm:
-        torch.from_dlpack(warm).cpu()
-    torch.cuda.Stream()
-    torch.cuda.synchronize()
-    return torch
-
-
-@pytest.fixture(scope="module")
-def cupy() -> Any:
-    cupy = pytest.importorskip("cupy")
-    with DeviceBuffer.zeros(4) as warm:
-        cupy.asnumpy(cupy.from_dlpack(warm))
-    (cupy.zeros(4, np.float32) * 2.0).get()  # compiled now, not after a delay is queued
-    cupy.cuda.Device().synchronize()
-    return cupy
-
-
+# --- fixtures (spin: tests/conftest.py; torch and cupy, warmed up: tests/gpu/conftest.py) ----------------------------
 @pytest.fixture(scope="module")
 def cupy_delay(cupy: Any) -> Any:
     """A CuPy kernel that holds its stream for a given number of nanoseconds, compiled ahead."""
@@ -510,6 +487,35 @@ def test_what_rawcuda_cannot_adopt_is_refused(torch: Any, no_export_left: None) 
         cu.cuCtxSetCurrent(default_context().raw_handle)  # torch works in whatever context is current
         other.close()
     np.testing.assert_array_equal(square.cpu().numpy(), 0.0)  # torch's tensor survived each refused export
+
+
+def test_an_array_running_past_its_allocation_is_refused(torch: Any, no_export_left: None, rng: Any) -> None:
+    # Before: only the first byte's context was asked; a shape 4096 times the allocation was adopted, and
+    # to_array() read (or a kernel wrote) whatever lay behind it.
+    x = rng.standard_normal(N, dtype=np.float32)
+    buf = DeviceBuffer.from_array(x)
+
+    def claim(ptr: int, shape: tuple[int, ...]) -> Foreign:
+        fake = Foreign(buf, None)
+        fake.__cuda_array_interface__.update(data=(ptr, False), shape=shape)
+        return fake
+
+    end = buf.ptr + buf.nbytes
+    for what, ptr, shape in [
+        ("16 GiB over 4 MiB", buf.ptr, (1 << 32,)),
+        ("one element past the end", buf.ptr, (N + 1,)),
+        ("a slice crossing the end", end - 64, (1024,)),
+        ("a byte size past 2^64", buf.ptr, (1 << 40, 1 << 40)),
+    ]:
+        with pytest.raises(BufferError, match="runs past its memory"):
+            rawcuda.adopt(claim(ptr, shape))
+        print(what, "refused")
+    with rawcuda.adopt(claim(end - 64, (16,))) as tail:  # the last 16 elements: inside, and taken
+        np.testing.assert_array_equal(tail.to_array(), x[-16:])
+    block = torch.empty(1 << 20, device="cuda")  # a slice of torch's caching block ends inside that block
+    with rawcuda.from_dlpack(block[1000:2000]) as middle:
+        assert middle.ptr == block[1000:].data_ptr() and middle.size == 1000
+    buf.close()
 
 
 def test_what_rawcuda_cannot_export_is_refused(no_export_left: None) -> None:

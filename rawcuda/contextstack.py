@@ -1,0 +1,181 @@
+"""Layer 2: what closing a context leaves current on the thread -- exactly what it found, minus itself.
+
+The driver keeps a *stack* of contexts per thread, and four calls move it differently (cuda.h):
+``cuCtxPushCurrent`` pushes, ``cuCtxPopCurrent`` pops, ``cuCtxSetCurrent`` **replaces the top** (that is
+what ``Context.activate()`` uses, so that a method leaves no extra entry behind), and ``cuCtxDestroy`` pops
+the context if it is current on the calling thread -- only there: on other threads it stays current,
+destroyed. A primary release (``cuDevicePrimaryCtxRelease``) never pops anything.
+
+Closing used to *activate* the context to synchronize it and close its children. That replaced whatever
+was on top -- another created context, the primary CuPy works in -- and the destroy then popped the
+closing context, leaving the thread with what lay below, often nothing: CuPy's next kernel failed with
+``CUDA_ERROR_INVALID_CONTEXT`` (attack scripts on the H200). So the rule is now:
+
+* the work a close does *in* the context (synchronize, close the children, a host view's last free) runs
+  with the context **pushed**, and it is popped after: the slot is the closer's own, and whatever a child
+  or a finalizer makes current in between stays in that slot (:func:`pushed`);
+* the closing context itself leaves the thread (:func:`leave`): **every** entry of it on this thread's
+  stack is removed, wherever it lies -- before ``cuCtxDestroy``, which pops only a context on top and
+  leaves one lower down where it is, destroyed (cuda.h) -- and every other entry stays, in its order. So a
+  close that *waits* for host views takes the closed context off the thread just the same (nothing may run
+  in a context rawcuda has closed). Each open ``with`` block of it on this thread is told (a count per
+  thread) that its entry is gone, so its ``__exit__`` pops nothing;
+* an entry that no block of the closing context accounts for was made current by a call: ``activate()``
+  put it *in place of* what was on top. Where that was another context's open ``with`` block on this
+  thread, the block's own context takes the entry back -- its ``__exit__`` pops it as the block expects
+  (``with a: b_buffer.copy...; b.close()`` left the thread with nothing under CuPy's primary otherwise: a's
+  exit popped the primary). Which block? Every block pushed one entry, in order, so the open blocks of this
+  thread (:func:`enter_block`, :func:`exit_block`) are the topmost entries of the stack, one each. Below
+  every block, the replaced entry cannot be known: if nothing lies below it, the device's primary context
+  takes its place, **if it is active** (:func:`put_primary_back`). (A block's own entry, with nothing
+  below, is simply removed: its ``__exit__`` would have left nothing, as the thread began.)
+
+Why only if active? ``cuDevicePrimaryCtxGetState`` says whether anyone holds the primary: rawcuda's
+``default_context()``, the CUDA runtime under CuPy or torch. If someone does, it is the context those
+libraries work in, and retaining it costs only a count: rawcuda retains it, makes it current and
+releases it at once, so the lifetime stays its holders' (rawcuda keeps no reference nobody asked for).
+If nobody does, nothing in the process uses it: creating it would cost device memory and time for no
+one, and a runtime call that needs a context finds none current and selects, initializes and makes
+current the primary by itself (CUDA Runtime API, "Interactions with the CUDA Driver API") -- so the thread
+is left with nothing, as it most likely began. (CuPy failed all the same because it launches kernels
+through the driver API, cuLaunchKernel, which selects nothing, once the runtime has set the primary up.)
+A holder's last release between the two calls would make the retain create it and the release reset it:
+the thread is then left with a reset primary, which the next call reports. No library releases the
+primary while it uses it, so this is left as it is.
+
+What cannot be helped: a context closed on thread B stays current, destroyed, on thread A -- only A can
+change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.current); another
+library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+from collections.abc import Iterator
+from ctypes import byref, c_int, c_uint, c_void_p
+
+from .checked import cu
+from .checked.errors import CudaError
+from .current import peek_current
+
+NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no context (NULL)
+#: How deep :func:`leave` walks a thread's stack at most: a guard against a driver that never runs empty, far
+#: beyond any real nesting (each entry is one open block or push).
+MAX_STACK_WALK = 4096
+
+
+class _Blocks(threading.local):
+    """This thread's open ``with ctx:`` blocks, outermost first: the context handle each one pushed."""
+
+    def __init__(self) -> None:
+        self.handles: list[int] = []
+
+
+_blocks = _Blocks()
+
+
+def enter_block(handle: int) -> None:
+    """A ``with`` block pushed ``handle`` on this thread (Context.__enter__, after its push)."""
+    _blocks.handles.append(handle)
+
+
+def exit_block(handle: int) -> None:
+    """A ``with`` block of ``handle`` ends on this thread with its entry still on the stack (Context.__exit__,
+    before its pop); a block whose entry a close removed was taken off the list by :func:`leave`."""
+    handles = _blocks.handles
+    for i in range(len(handles) - 1, -1, -1):
+        if handles[i] == handle:
+            del handles[i]
+            return
+
+
+@contextlib.contextmanager
+def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
+    """``handle`` pushed for the body, popped after it; yields whether the push succeeded. A failed push is
+    appended to ``errors`` (a closing context reports it at the end) and nothing is popped."""
+    try:
+        cu.cuCtxPushCurrent(handle)
+    except CudaError as exc:
+        errors.append(exc)
+        yield False
+        return
+    try:
+        yield True
+    finally:
+        with contextlib.suppress(CudaError):  # (a sticky error here has poisoned every context already)
+            cu.cuCtxPopCurrent(byref(c_void_p()))
+
+
+def leave(handle: int, device: int) -> int:
+    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and return
+    how many of the removed entries belong to this thread's ``with`` blocks of it: their ``__exit__`` must not
+    pop again. Never raises: it runs while a context is being closed.
+
+    Why the whole stack, not only its top? Entries of the closing context can lie anywhere in it: ``with C:
+    with C:`` pushed two, ``C.synchronize(); with C:`` has one made by a call under one made by the block, and
+    a ``with P:`` block may sit above a C that a call made current. The driver shows only the top, so the
+    stack is popped down to the bottom, and every other entry is pushed back where it was. The topmost
+    entries are the open blocks' slots, one each (see the module): an entry of C in a block of C's slot is
+    that block's own; in another block's slot, a call made C current in place of that block's context,
+    which takes its slot back; below every block, what it replaced cannot be known: where nothing lies
+    below it, the primary takes its place (:func:`put_primary_back`)."""
+    entries: list[int] = []
+    while len(entries) < MAX_STACK_WALK and (top := peek_current()) != NOTHING_CURRENT:
+        try:
+            cu.cuCtxPopCurrent(byref(c_void_p()))
+        except CudaError:
+            break
+        entries.append(top)
+    entries.reverse()  # bottom first
+    blocks = _blocks.handles
+    # Entry i is block slot i - first; more blocks than entries (something popped behind rawcuda's back):
+    # the outermost blocks then have no slot, and stay listed as they are.
+    first = len(entries) - len(blocks)
+    kept = blocks[: max(0, -first)]
+    by_blocks = 0
+    for i, entry in enumerate(entries):
+        block = blocks[i - first] if i >= first else None
+        if entry != handle:
+            _push(entry)  # (lost only if the driver refuses a context it listed)
+        elif block == handle:  # the block's own entry: gone, and its __exit__ is told
+            by_blocks += 1
+            continue
+        elif block is not None:  # a call made C current inside that block, in place of the block's context
+            _push(block)
+        else:
+            with contextlib.suppress(CudaError):
+                put_primary_back(device)  # (does nothing when something lies below)
+        if block is not None:
+            kept.append(block)
+    blocks[:] = kept
+    return by_blocks
+
+
+def _push(handle: int) -> None:
+    with contextlib.suppress(CudaError):
+        cu.cuCtxPushCurrent(handle)
+
+
+def put_primary_back(device: int) -> None:
+    """Make ``device``'s primary context current if nothing is, and someone holds it (it is active)."""
+    if peek_current() != NOTHING_CURRENT:
+        return
+    flags, active = c_uint(), c_int()
+    cu.cuDevicePrimaryCtxGetState(device, byref(flags), byref(active))
+    if not active.value:
+        return
+    primary = c_void_p()
+    cu.cuDevicePrimaryCtxRetain(byref(primary), device)
+    try:
+        cu.cuCtxSetCurrent(primary.value)
+    finally:
+        cu.cuDevicePrimaryCtxRelease(device)
+
+
+def destroy(handle: int, device: int) -> int:
+    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`, whose
+    count it returns). Raises what the destroy raises."""
+    popped = leave(handle, device)
+    cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
+    return popped

@@ -1,0 +1,517 @@
+"""What closing a context leaves current on the thread -- on tests/fakecuda/fakectx.c, without a GPU.
+
+The rule (rawcuda/contextstack.py): ``close()`` and the garbage-collection fallback leave the thread's stack
+as they found it, except for the closing context itself, which leaves the thread -- and when that leaves
+nothing current outside a ``with`` block, the device's primary context is put back if someone holds it.
+The fake keeps every thread's stack as cuda.h describes it (cuCtxSetCurrent replaces the top, cuCtxDestroy
+pops a current context, a primary release never pops), and lets a test read the whole stack, not only its
+top. Each scenario runs in a fresh interpreter (the driver is opened once per process). The same scenarios
+on the H200: tests/gpu/test_context_stack.py.
+"""
+
+from __future__ import annotations
+
+import json
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from tests.helpers import TESTS_DIR, build_shared_library, run_python
+
+# Names the scenarios print instead of handles: each script maps the handles it knows to these.
+PREAMBLE = """
+import ctypes, gc, json, os, threading
+import rawcuda
+from rawcuda import Context
+from rawcuda.checked import cu
+fake = ctypes.CDLL(os.environ["RAWCUDA_LIBCUDA"])
+fake.fakectx_entry.restype = ctypes.c_void_p
+fake.fakectx_destroyed.argtypes = [ctypes.c_void_p]
+names = {}
+
+def stack():
+    return [names.get(fake.fakectx_entry(i) or 0, "?") for i in range(fake.fakectx_depth())]
+
+def name(**contexts):
+    for key, ctx in contexts.items():
+        names[ctx if isinstance(ctx, int) else ctx.raw_handle] = key
+
+def contexts(*keys):
+    # rawcuda's primary context, then a created one per key, each named for stack() (the last created is current).
+    primary = rawcuda.default_context()
+    made = [Context.create() for _ in keys]
+    name(primary=primary, **dict(zip(keys, made)))
+    return (primary, *made)
+
+def other_library_primary():
+    # What the CUDA runtime (CuPy, torch) does: retain the primary context and make it current, unseen by rawcuda.
+    handle = ctypes.c_void_p()
+    cu.cuDevicePrimaryCtxRetain(ctypes.byref(handle), 0)
+    cu.cuCtxSetCurrent(handle)
+    name(primary=handle.value)
+    return handle.value
+
+out = {}
+"""
+
+
+@pytest.fixture(scope="module")
+def fake_ctx_libcuda(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("fakectx") / "libfakectx.so"
+    return build_shared_library(TESTS_DIR / "fakecuda" / "fakectx.c", out, "the fake libcuda with context stacks")
+
+
+def scenario(library: Path, body: str) -> dict:
+    """Run PREAMBLE + ``body`` (which fills the dict ``out``) with the fake driver; ``out`` comes back."""
+    code = PREAMBLE + textwrap.dedent(body) + "\nprint(json.dumps(out))\n"
+    proc = run_python(code, RAWCUDA_LIBCUDA=str(library))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+# --- the fake itself ------------------------------------------------------------------------------------------------
+def test_the_fake_keeps_the_stack_as_cuda_h_says(fake_ctx_libcuda: Path) -> None:
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        a, b = ctypes.c_void_p(), ctypes.c_void_p()
+        cu.cuCtxCreate(ctypes.byref(a), None, 0, 0)
+        cu.cuCtxCreate(ctypes.byref(b), None, 0, 0)
+        name(a=a.value, b=b.value)
+        out["created"] = stack()
+        cu.cuCtxSetCurrent(a)
+        out["set"] = stack()
+        cu.cuCtxDestroy(a)
+        out["destroyed"] = stack()
+        cu.cuCtxDestroy(b)
+        out["not current"] = stack()
+        out["b destroyed"] = bool(fake.fakectx_destroyed(b))
+        """,
+    )
+    assert result == {
+        "created": ["a", "b"],  # cuCtxCreate pushes
+        "set": ["a", "a"],  # cuCtxSetCurrent replaces the top
+        "destroyed": ["a"],  # cuCtxDestroy popped the current one (the entry under it names it too)
+        "not current": ["a"],  # b was not on top: nothing popped
+        "b destroyed": True,
+    }
+
+
+def test_the_fake_destroys_a_context_below_the_top_without_popping(fake_ctx_libcuda: Path) -> None:
+    # cuda.h (cuCtxDestroy): a context current to the calling thread is popped "as though cuCtxPopCurrent()
+    # were called"; one that is not current here -- below the top -- is destroyed all the same and stays where
+    # it is, and using it once it is on top again fails with CUDA_ERROR_CONTEXT_IS_DESTROYED.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        a, b = ctypes.c_void_p(), ctypes.c_void_p()
+        cu.cuCtxCreate(ctypes.byref(a), None, 0, 0)
+        cu.cuCtxCreate(ctypes.byref(b), None, 0, 0)
+        name(a=a.value, b=b.value)
+        cu.cuCtxDestroy(a)
+        out["a destroyed below b"] = stack()
+        out["a destroyed"] = bool(fake.fakectx_destroyed(a))
+        cu.cuCtxPopCurrent(ctypes.byref(ctypes.c_void_p()))
+        try:
+            cu.cuMemGetInfo(ctypes.byref(ctypes.c_size_t()), ctypes.byref(ctypes.c_size_t()))
+        except rawcuda.CudaError as exc:
+            out["on top again"] = exc.code
+        """,
+    )
+    assert result == {
+        "a destroyed below b": ["a", "b"],
+        "a destroyed": True,
+        "on top again": 709,  # CUDA_ERROR_CONTEXT_IS_DESTROYED
+    }
+
+
+# --- close() ------------------------------------------------------------------------------------------------------
+def test_closing_a_context_another_created_one_replaced_keeps_that_one(fake_ctx_libcuda: Path) -> None:
+    # Before: close() synchronized through activate(), which put c in place of d; the destroy popped c, and
+    # the thread was left with the primary (or nothing) instead of d.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c, d = contexts("c", "d")
+        primary.activate()
+        d.mem_info()  # a call into d: d replaced the primary on top
+        out["before"] = stack()
+        c.close()
+        out["after c"] = stack()
+        out["c destroyed"] = bool(fake.fakectx_destroyed(c.raw_handle))
+        d.close()
+        out["after d"] = stack()
+        """,
+    )
+    assert result == {"before": ["d"], "after c": ["d"], "c destroyed": True, "after d": ["primary"]}
+
+
+def test_children_close_inside_their_context_and_the_stack_is_left_alone(fake_ctx_libcuda: Path) -> None:
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        from rawcuda.current import current_handle
+        from rawcuda.resource import Resource
+        seen = []
+
+        class Child(Resource):
+            def __init__(self, context):
+                super().__init__(context)
+                self._own(lambda handle: seen.append(names.get(current_handle(), "?")), 1)
+
+        primary, c, d = contexts("c", "d")
+        kids = [Child(c), Child(c)]
+        with d:
+            c.close()
+            out["inside"] = stack()
+        out["after"] = stack()
+        out["seen"] = seen
+        out["closed"] = [k.closed for k in kids]
+        """,
+    )
+    assert result == {"inside": ["d"], "after": [], "seen": ["c", "c"], "closed": [True, True]}
+
+
+def test_closing_the_current_context_outside_a_with_block_puts_the_primary_back(fake_ctx_libcuda: Path) -> None:
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c = contexts("c")
+        primary.activate()
+        c.mem_info()
+        out["before"] = stack()
+        c.close()
+        out["after"] = stack()
+        """,
+    )
+    assert result == {"before": ["c"], "after": ["primary"]}
+
+
+def test_the_primary_comes_back_even_when_rawcuda_never_retained_it(fake_ctx_libcuda: Path) -> None:
+    # Before: only rawcuda's own default context was put back; a process where CuPy or torch had made the
+    # primary current, and rawcuda had never retained it, was left with nothing (INVALID_CONTEXT next).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        c = Context.create()
+        name(c=c)
+        c.mem_info()
+        c.close()
+        out["nobody holds the primary"] = stack()
+        out["refs then"] = fake.fakectx_primary_refs()
+        other_library_primary()
+        e = Context.create()
+        name(e=e)
+        e.mem_info()
+        out["before"] = stack()
+        e.close()
+        out["after"] = stack()
+        out["refs"] = fake.fakectx_primary_refs()  # only the other library's: rawcuda kept none
+        """,
+    )
+    assert result == {
+        "nobody holds the primary": [],  # no primary was made that nobody asked for
+        "refs then": 0,
+        "before": ["e"],
+        "after": ["primary"],
+        "refs": 1,
+    }
+
+
+def test_closing_a_primary_context_changes_nothing_current(fake_ctx_libcuda: Path) -> None:
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        d = Context.create()
+        name(d=d)
+        p = Context.primary()
+        name(primary=p)
+        d.mem_info()
+        p.close()
+        out["after"] = stack()
+        """,
+    )
+    assert result == {"after": ["d"]}  # before: close() had made the primary current in place of d
+
+
+# --- with blocks ----------------------------------------------------------------------------------------------------
+def test_closing_inside_with_blocks_keeps_the_stack(fake_ctx_libcuda: Path) -> None:
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, outer, inner = contexts("outer", "inner")
+        primary.activate()
+        with outer:
+            with inner:
+                inner.close()
+                out["inner closed"] = stack()
+            out["inner left"] = stack()
+        out["outer left"] = stack()
+        outer.close()
+        result = []
+
+        def alone():  # a fresh thread: the block ends with nothing current, as the thread began
+            ctx = Context.create()
+            with ctx:
+                ctx.close()
+            result.append(stack())
+
+        worker = threading.Thread(target=alone)
+        worker.start()
+        worker.join()
+        out["fresh thread"] = result[0]
+        out["here"] = stack()
+        """,
+    )
+    assert result == {
+        "inner closed": ["primary", "outer"],
+        "inner left": ["primary", "outer"],
+        "outer left": ["primary"],
+        "fresh thread": [],
+        "here": ["primary"],
+    }
+
+
+def test_closing_inside_two_blocks_of_the_same_context_keeps_what_lay_below(fake_ctx_libcuda: Path) -> None:
+    # Before: close() popped c twice but told only one block (a flag): the outer __exit__ popped the primary.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c = contexts("c")
+        primary.activate()
+        with c:
+            with c:
+                c.close()
+                out["closed"] = stack()
+            out["inner left"] = stack()
+        out["outer left"] = stack()
+        """,
+    )
+    assert result == {"closed": ["primary"], "inner left": ["primary"], "outer left": ["primary"]}
+
+
+def test_closing_in_a_block_of_a_context_a_call_made_current_puts_the_primary_back(fake_ctx_libcuda: Path) -> None:
+    # c current by a call (in place of the primary) *and* pushed by the block. Before: both entries were popped
+    # and, the close being inside a block, the primary was not put back: the thread was left with nothing.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c = contexts("c")
+        primary.activate()
+        c.synchronize()
+        with c:
+            out["inside"] = stack()
+            c.close()
+            out["closed"] = stack()
+        out["after"] = stack()
+        """,
+    )
+    assert result == {"inside": ["c", "c"], "closed": ["primary"], "after": ["primary"]}
+
+
+def test_closing_a_context_below_another_block_takes_it_off_the_thread(fake_ctx_libcuda: Path) -> None:
+    # Before: only the top was looked at, so c stayed on the stack under p's block -- current, destroyed,
+    # once the block ended (rawcuda's next call switched; another library's got CONTEXT_IS_DESTROYED).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c, p = contexts("c", "p")
+        primary.activate()
+        c.synchronize()  # c in place of the primary
+        with p:
+            c.close()
+            out["closed"] = stack()
+        out["after"] = stack()
+        cu.cuMemGetInfo(ctypes.byref(ctypes.c_size_t()), ctypes.byref(ctypes.c_size_t()))  # raises if destroyed
+        out["usable"] = True
+        d = Context.create()
+        name(d=d)
+        with d:  # a context made current by a call, between two created ones, in the middle of the stack
+            c2 = Context.create()
+            name(c2=c2)
+            c2.synchronize()  # replaces d's entry on top
+            with p:
+                c2.close()
+                out["middle"] = stack()
+        out["end"] = stack()
+        """,
+    )
+    assert result == {
+        "closed": ["primary", "p"],
+        "after": ["primary"],
+        "usable": True,
+        "middle": ["primary", "d", "p"],  # c2 had replaced d's block entry: d takes its slot back
+        "end": ["primary"],  # d's exit popped d, not the primary under it
+    }
+
+
+def test_a_context_closed_inside_another_contexts_block_gives_the_block_its_slot_back(
+    fake_ctx_libcuda: Path,
+) -> None:
+    # Before: b's entry (made by a call, in place of a's) was removed, and a's __exit__ then popped the primary
+    # under it: CuPy's next kernel failed with CUDA_ERROR_INVALID_CONTEXT on the H200 (attack a05, round 4).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b = contexts("a", "b")
+        primary.activate()
+        with a:
+            b.synchronize()  # b in place of a's block entry
+            b.close()
+            out["closed"] = stack()
+        out["after"] = stack()
+        with a:
+            with a:
+                b2 = Context.create()
+                name(b2=b2)
+                b2.synchronize()  # in place of the inner block's entry
+                b2.close()
+                out["nested"] = stack()
+            out["inner left"] = stack()
+        out["outer left"] = stack()
+        a.close()
+        out["end"] = stack()
+        """,
+    )
+    assert result == {
+        "closed": ["primary", "a"],
+        "after": ["primary"],
+        "nested": ["primary", "a", "a"],
+        "inner left": ["primary", "a"],
+        "outer left": ["primary"],
+        "end": ["primary"],
+    }
+
+
+def test_an_exit_without_an_enter_on_this_thread_is_refused(fake_ctx_libcuda: Path) -> None:
+    # Before: __exit__ counted down from 1 on a thread that never entered, and popped that thread's context; a
+    # second one drove the count to -1, after which closing no longer put the primary back.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c = contexts("c")
+        primary.activate()
+        refused = []
+        for _ in range(2):
+            try:
+                c.__exit__(None, None, None)
+            except RuntimeError as exc:
+                refused.append("did not enter" in str(exc))
+        out["refused"] = refused
+        out["untouched"] = stack()
+        with c:
+            box = []
+
+            def elsewhere():
+                try:
+                    c.__exit__(None, None, None)
+                except RuntimeError:
+                    box.append("refused")
+
+            worker = threading.Thread(target=elsewhere)
+            worker.start()
+            worker.join()
+            out["other thread"] = box
+        out["after the block"] = stack()
+        c.mem_info()
+        c.close()
+        out["after close"] = stack()
+        """,
+    )
+    assert result == {
+        "refused": [True, True],
+        "untouched": ["primary"],
+        "other thread": ["refused"],
+        "after the block": ["primary"],
+        "after close": ["primary"],
+    }
+
+
+# --- host views: a close that waits -----------------------------------------------------------------------------
+def test_a_deferred_close_takes_the_context_off_the_thread_at_once(fake_ctx_libcuda: Path) -> None:
+    # Before: with a host view alive, close() left the closed (not yet destroyed) context current, so the next
+    # library call on this thread ran in a context rawcuda had closed.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c = contexts("c")
+        primary.activate()
+        c.hold()  # what a numpy view of pinned memory does
+        c.mem_info()
+        c.close()
+        out["closed"] = stack()
+        out["alive"] = not fake.fakectx_destroyed(c.raw_handle)
+        c.call_held(lambda: None)  # the last view goes
+        out["destroyed"] = bool(fake.fakectx_destroyed(c.raw_handle))
+        out["after"] = stack()
+        e = Context.create()
+        name(e=e)
+        with e:
+            e.hold()
+            e.close()
+            out["in the block"] = stack()
+        out["block left"] = stack()
+        e.call_held(lambda: None)
+        out["e after"] = stack()
+        """,
+    )
+    assert result == {
+        "closed": ["primary"],
+        "alive": True,
+        "destroyed": True,
+        "after": ["primary"],
+        "in the block": ["primary"],
+        "block left": ["primary"],  # __exit__ did not pop a second time
+        "e after": ["primary"],
+    }
+
+
+# --- the garbage-collection fallback --------------------------------------------------------------------------------
+@pytest.mark.parametrize("gc_on", [True, False])
+def test_a_context_dropped_unclosed_puts_the_primary_back(fake_ctx_libcuda: Path, gc_on: bool) -> None:
+    # Before: the finalizer's cuCtxDestroy popped the context a call had made current: nothing was left.
+    result = scenario(
+        fake_ctx_libcuda,
+        f"""
+        import weakref
+        if not {gc_on}:
+            gc.disable()
+        primary, c = contexts("c")
+        handle = c.raw_handle
+        primary.activate()
+        c.mem_info()
+        out["before"] = stack()
+        gone = weakref.ref(c)
+        del c
+        out["collected"] = gone() is None  # by reference counting: no cycle holds a Context
+        out["destroyed"] = bool(fake.fakectx_destroyed(handle))
+        out["after"] = stack()
+        """,
+    )
+    assert result == {"before": ["c"], "collected": True, "destroyed": True, "after": ["primary"]}
+
+
+# --- what cannot be helped ------------------------------------------------------------------------------------------
+def test_a_context_closed_on_another_thread_stays_current_here_until_rawcuda_is_called(
+    fake_ctx_libcuda: Path,
+) -> None:
+    # The driver keeps a current context per thread, and only that thread can change it: closing c on thread B
+    # cannot take it off thread A. rawcuda's own next call on A asks the driver and switches; another library's
+    # call there gets CUDA_ERROR_CONTEXT_IS_DESTROYED (docs/architecture.md, "Primary vs created").
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, c = contexts("c")
+        primary.activate()
+        c.mem_info()
+        worker = threading.Thread(target=c.close)
+        worker.start()
+        worker.join()
+        out["here"] = stack()
+        out["destroyed"] = bool(fake.fakectx_destroyed(c.raw_handle))
+        primary.mem_info()
+        out["after a rawcuda call"] = stack()
+        """,
+    )
+    assert result == {"here": ["c"], "destroyed": True, "after a rawcuda call": ["primary"]}
