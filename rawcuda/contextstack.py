@@ -129,27 +129,30 @@ def leave(handle: int, device: int) -> int:
         entries.append(top)
     entries.reverse()  # bottom first
     blocks = _blocks.handles
-    # Entry i is block slot i - first; more blocks than entries (something popped behind rawcuda's back):
-    # the outermost blocks then have no slot, and stay listed as they are.
+    # Entry i is block slot i - first (more blocks than entries -- something popped behind rawcuda's back --
+    # leaves the outermost blocks without one).
     first = len(entries) - len(blocks)
-    kept = blocks[: max(0, -first)]
-    by_blocks = 0
+    mine = [i for i, entry in enumerate(entries) if entry == handle]
+    own = {i for i in mine if i >= first and blocks[i - first] == handle}
+    # A block of C whose slot holds something else had an entry pushed above it (another library's push):
+    # its own entry lies lower -- the topmost entries of C not matched yet.
+    unmatched = blocks.count(handle) - len(own)
+    if unmatched > 0:
+        own.update([i for i in mine if i not in own][-unmatched:])
     for i, entry in enumerate(entries):
         block = blocks[i - first] if i >= first else None
         if entry != handle:
             _push(entry)  # (lost only if the driver refuses a context it listed)
-        elif block == handle:  # the block's own entry: gone, and its __exit__ is told
-            by_blocks += 1
+        elif i in own:  # a block's own entry: gone, and its __exit__ is told
             continue
         elif block is not None:  # a call made C current inside that block, in place of the block's context
             _push(block)
         else:
             with contextlib.suppress(CudaError):
                 put_primary_back(device)  # (does nothing when something lies below)
-        if block is not None:
-            kept.append(block)
-    blocks[:] = kept
-    return by_blocks
+    for _ in own:  # the innermost blocks of C are the ones whose entries went
+        exit_block(handle)
+    return len(own)
 
 
 def _push(handle: int) -> None:

@@ -46,6 +46,7 @@ from .ffi.dlpack import (
 from .loans import Loan
 
 #: numpy's limit on dimensions; a larger ``ndim`` is a corrupt or hostile struct, not an array.
+ADDRESS_LIMIT = 1 << 64  # a device pointer is 64 bits (CUdeviceptr)
 MAX_NDIM = 64
 #: DLPack type code -> numpy's letter for that kind of number (the size comes from ``bits``).
 _KINDS = {DLDataTypeCode.INT: "i", DLDataTypeCode.UINT: "u", DLDataTypeCode.FLOAT: "f", DLDataTypeCode.COMPLEX: "c"}
@@ -134,8 +135,11 @@ def read(capsule: Any) -> Tensor:
                 "buffer is one C-ordered block: pass a contiguous copy (torch: x.contiguous(); CuPy: "
                 "cupy.ascontiguousarray(x); numpy: np.ascontiguousarray(x))"
             )
+    ptr = (tensor.data or 0) + tensor.byte_offset
+    if ptr >= ADDRESS_LIMIT:  # (the driver would take it modulo 2^64: another address)
+        raise BufferError(f"the DLPack tensor's data + byte_offset is {ptr:#x}, past any 64-bit address")
     return Tensor(
-        ptr=(tensor.data or 0) + tensor.byte_offset,
+        ptr=ptr,
         shape=shape,
         dtype=dtype,
         device=(int(tensor.device.device_type), int(tensor.device.device_id)),

@@ -270,10 +270,16 @@ def _check_extent(ptr: int, nbytes: int, name: str) -> None:
     would make every copy and kernel read or write past the end: into a neighbour's memory, silently, or
     into an unmapped page, as a sticky fault that kills the context. The driver knows each allocation's
     extent (cuMemGetAddressRange); an array inside a bigger block -- a view, torch's caching allocator --
-    passes. Memory mapped with the VMM API is not checked: one array may span several mapped allocations.
+    passes. Memory mapped with the VMM API is not checked: one array may span several mapped allocations;
+    nor is mapped pinned host memory, which the driver gives no extent for.
     """
     base, size = CUdeviceptr(), c_size_t()
-    cu.cuMemGetAddressRange(byref(base), byref(size), ptr)
+    try:
+        cu.cuMemGetAddressRange(byref(base), byref(size), ptr)
+    except CudaError:
+        # Mapped pinned host memory (numba's mapped_array has an interface) has a context and no device
+        # allocation to measure: a kernel may use it, and its extent cannot be checked here -- as before.
+        return
     end = base.value + size.value
     if ptr + nbytes > end:
         raise BufferError(

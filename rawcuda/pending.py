@@ -157,18 +157,19 @@ class PendingStream:
             return
         key = id(stream)
         with self._lock:
-            self._number += 1
-            entry = self._entries.pop(key, None)  # moved to the end when it was there: ``last`` is then this one
+            entry = self._entries.get(key)
             if entry is not None and entry[0]() is stream:
                 ref, handle = entry[0], entry[2]
             else:  # new (or a dead stream's id reused)
                 try:
                     handle = stream.handle
                 except ClosedError:  # closed by another thread since the launch: close() waited for its work
-                    return
+                    return  # (and the entry under its id, a dead stream's maybe, stays as it was)
                 ref = weakref.ref(stream)
                 if entry is not None and _still_running(entry):  # the dead one's id, now the new stream's
                     self._entries[_collected_key(entry)] = entry
+            self._number += 1
+            self._entries.pop(key, None)  # moved to the end when it was there: ``last`` is then this one
             # Forget finished streams when one may have finished -- a stream's close or death moves the close
             # count -- so the record stays as small as the streams still open (never walked on the fast path).
             if self._swept != closes.generation:

@@ -43,6 +43,7 @@ class CaptureDeferral:
         self._lock = threading.Lock()
         self.open_captures = 0
         self._queue: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []
+        self._running: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []  # taken off, not done yet
 
     def begin(self) -> None:
         with self._lock:
@@ -52,8 +53,13 @@ class CaptureDeferral:
         with self._lock:
             self.open_captures -= 1
             queue, self._queue = (self._queue, []) if self.open_captures == 0 else ([], self._queue)
-        for context, release, args in queue:
-            finalize_child(context, release, *args)
+            self._running.extend(queue)  # held() still sees them until each release has run (it waits)
+        for item in queue:
+            try:
+                finalize_child(*item[:2], *item[2])
+            finally:
+                with self._lock:
+                    self._running.remove(item)
 
     def defer(self, context: Context, release: Callable[..., None], args: tuple[Any, ...]) -> bool:
         """Queue the release if a capture is open (True), else leave it to the caller (False)."""
@@ -68,9 +74,10 @@ class CaptureDeferral:
         return len(self._queue)
 
     def holds(self, release: Callable[..., None], handle: int) -> bool:
-        """Whether ``release(handle, ...)`` is queued: the object is dead, its handle not yet released."""
+        """Whether ``release(handle, ...)`` is queued or running: the object is dead, its handle not yet released
+        (a stream's release waits for its work, so until it returns that work may still run)."""
         with self._lock:
-            return any(queued is release and args[:1] == (handle,) for _, queued, args in self._queue)
+            return any(queued is release and args[:1] == (handle,) for _, queued, args in self._queue + self._running)
 
 
 #: The process's one deferral queue (streamcapture.Capture calls begin() and end()).

@@ -515,3 +515,22 @@ def test_a_context_closed_on_another_thread_stays_current_here_until_rawcuda_is_
         """,
     )
     assert result == {"here": ["c"], "destroyed": True, "after a rawcuda call": ["primary"]}
+
+
+def test_a_block_whose_entry_lies_under_another_librarys_push_is_still_told(fake_ctx_libcuda: Path) -> None:
+    # Before (slot mapping alone): the foreign push sat in a's block slot, a's own entry below it was taken for
+    # one made by a call, the block was not told, and its __exit__ popped the primary (attack a04 S2, round 6).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a = contexts("a")
+        primary.activate()
+        with a:
+            cu.cuCtxPushCurrent(primary.raw_handle)  # another library pushes (numba, cuda-python do)
+            a.close()
+            out["closed"] = stack()
+            cu.cuCtxPopCurrent(ctypes.byref(ctypes.c_void_p()))  # ... and pops its own entry
+        out["after"] = stack()
+        """,
+    )
+    assert result == {"closed": ["primary", "primary"], "after": ["primary"]}

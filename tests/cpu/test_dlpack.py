@@ -210,7 +210,13 @@ class Crafted:
     """A versioned tensor built by hand, its deleter counting calls."""
 
     def __init__(
-        self, *, major: int = 1, ndim: int = 1, shape: tuple[int, ...] | None = (4,), dtype: Any = None
+        self,
+        *,
+        major: int = 1,
+        ndim: int = 1,
+        shape: tuple[int, ...] | None = (4,),
+        dtype: Any = None,
+        byte_offset: int = 16,
     ) -> None:
         self.calls = 0
         self.extents = (ctypes.c_int64 * max(len(shape or ()), 1))(*(shape or ()))
@@ -222,7 +228,7 @@ class Crafted:
             dtype=dtype or ffi.DLDataType(DLDataTypeCode.FLOAT, 32, 1),
             shape=ctypes.cast(self.extents if shape is not None else None, ctypes.POINTER(ctypes.c_int64)),
             strides=None,
-            byte_offset=16,
+            byte_offset=byte_offset,
         )
         deleter = ctypes.cast(self.callback, ctypes.c_void_p).value
         self.struct = ffi.DLManagedTensorVersioned(ffi.DLPackVersion(major, 0), None, deleter, 0, tensor)
@@ -246,6 +252,7 @@ def test_a_crafted_tensor_is_read_with_its_byte_offset() -> None:
         (lambda: Crafted(ndim=100), "ndim=100"),
         (lambda: Crafted(shape=(-3,)), "negative extent"),
         (lambda: Crafted(shape=None), "NULL shape pointer"),  # (before: ctypes' ValueError, NULL pointer access)
+        (lambda: Crafted(byte_offset=(1 << 64) - 8), "past any 64-bit address"),
         (lambda: Crafted(dtype=ffi.DLDataType(DLDataTypeCode.BFLOAT, 16, 1)), "bfloat16"),
     ],
 )

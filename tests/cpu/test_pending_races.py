@@ -244,3 +244,57 @@ def test_a_stream_collected_while_its_release_is_deferred_refuses_export(
     deferred.clear()  # the capture ended: the release ran, and waited for the stream's work
     assert p.handle() == newcomer.handle
     assert [ref() for ref in p.streams] == [newcomer], "released: the entry goes with the others waited for"
+
+
+def test_a_record_of_a_stream_closed_meanwhile_keeps_the_dead_entry_under_its_id(
+    driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: record() popped the entry under the closed stream's id (a collected stream's, still running)
+    # before asking the handle, then returned on ClosedError: the dead stream's work was forgotten.
+    deferred: set[int] = set()
+    monkeypatch.setattr(pending, "release_deferred", deferred.__contains__, raising=False)
+    ctx = SimpleNamespace(is_primary=True, activate=lambda: None)
+    p = PendingStream()
+    doomed = WorkStream(0xA000, ctx)
+    p.record(doomed)
+    key = id(doomed)
+    deferred.add(0xA000)
+    del doomed
+
+    class Closed:
+        closed = True
+
+        @property
+        def handle(self) -> int:
+            raise pending.ClosedError("closed")
+
+    newcomer = Closed()
+    monkeypatch.setattr(pending, "id", lambda obj: key if obj is newcomer else id(obj), raising=False)
+    p.record(newcomer)
+    with pytest.raises(BufferError, match="garbage-collected while a capture is open"):
+        p.handle()
+
+
+def test_a_deferred_release_counts_as_held_until_it_has_run() -> None:
+    # Before: end() emptied the queue, then ran the releases (a stream's waits for its work): meanwhile
+    # holds() said False, and an export on another thread forgot the stream (attack a02, round 6).
+    from rawcuda import resource
+
+    deferral = resource.CaptureDeferral()
+    seen: list[bool] = []
+    context = SimpleNamespace(usable=True, raw_handle=0)
+
+    def release(handle: int) -> None:
+        seen.append(deferral.holds(release, handle))
+
+    deferral.begin()
+    assert deferral.defer(context, release, (0xA000,))  # type: ignore[arg-type]
+    assert deferral.holds(release, 0xA000)
+    real = resource.finalize_child
+    try:
+        resource.finalize_child = lambda ctx, rel, *args: rel(*args)  # type: ignore[assignment]
+        deferral.end()
+    finally:
+        resource.finalize_child = real
+    assert seen == [True], "while the release ran, the handle still counted as held"
+    assert not deferral.holds(release, 0xA000)
