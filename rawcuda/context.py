@@ -148,7 +148,7 @@ class Context:
         self.check_usable()
         cu.cuCtxPushCurrent(self._handle)
         self._enter_stack.depth = getattr(self._enter_stack, "depth", 0) + 1  # this thread's open blocks
-        contextstack.enter_block(self._handle)
+        contextstack.enter_block(self._handle, self)
         return self
 
     def __exit__(

@@ -52,8 +52,10 @@ from __future__ import annotations
 
 import contextlib
 import threading
+import weakref
 from collections.abc import Iterator
 from ctypes import byref, c_int, c_uint, c_void_p
+from typing import Any
 
 from .checked import cu
 from .checked.errors import CudaError
@@ -70,14 +72,22 @@ class _Blocks(threading.local):
 
     def __init__(self) -> None:
         self.handles: list[int] = []
+        self.owners: list[weakref.ref[Any]] = []  # per block: its Context, weakly (asked whether it is closed)
 
 
 _blocks = _Blocks()
 
 
-def enter_block(handle: int) -> None:
-    """A ``with`` block pushed ``handle`` on this thread (Context.__enter__, after its push)."""
+def enter_block(handle: int, owner: Any) -> None:
+    """A ``with`` block pushed ``handle`` on this thread (Context.__enter__, after its push); ``owner`` (its
+    Context, held weakly) says later whether it is closed: a destroyed context must never be pushed back."""
     _blocks.handles.append(handle)
+    _blocks.owners.append(weakref.ref(owner))
+
+
+def _block_closed(index: int) -> bool:
+    owner = _blocks.owners[index]()
+    return owner is None or bool(owner.closed)
 
 
 def exit_block(handle: int) -> None:
@@ -87,6 +97,7 @@ def exit_block(handle: int) -> None:
     for i in range(len(handles) - 1, -1, -1):
         if handles[i] == handle:
             del handles[i]
+            del _blocks.owners[i]
             return
 
 
@@ -145,8 +156,8 @@ def leave(handle: int, device: int) -> int:
             _push(entry)  # (lost only if the driver refuses a context it listed)
         elif i in own:  # a block's own entry: gone, and its __exit__ is told
             continue
-        elif block is not None:  # a call made C current inside that block, in place of the block's context
-            _push(block)
+        elif block is not None and not _block_closed(i - first):  # a call made C current inside that block,
+            _push(block)  # in place of the block's context: it takes its slot back (never a closed one)
         else:
             with contextlib.suppress(CudaError):
                 put_primary_back(device)  # (does nothing when something lies below)

@@ -33,7 +33,7 @@ from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
 from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitFlag
-from .resource import closes
+from .resource import capture_deferral, closes
 from .stream import Stream, release_deferred
 
 #: (A consumer's stream given as one of DEFAULT_STREAMS means "the default stream of the context current there".)
@@ -248,7 +248,7 @@ class PendingStream:
         live = self._begin()
         waited: list[tuple[Any, int, Any]] = []
         try:
-            _refuse_capturing(live)
+            _refuse_capturing(live, consumer)
             for item in live:
                 stream = item[2]
                 try:
@@ -305,11 +305,20 @@ def _collected_key(entry: tuple[weakref.ref[Any], int, int]) -> tuple[str, int]:
     return ("collected", entry[2])
 
 
-def _refuse_capturing(live: list[tuple[Any, int, Any]]) -> None:
+def _refuse_capturing(live: list[tuple[Any, int, Any]], consumer: int | None = None) -> None:
     """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
     consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
     there is a call capture forbids (the driver invalidates the capture). Refuse too while work may still run
-    on a stream collected during a capture (see :class:`PendingStream`)."""
+    on a stream collected during a capture (see :class:`PendingStream`), and any wait that touches the legacy
+    stream while a capture is open: the legacy stream synchronizes with every blocking stream of its context,
+    so the driver invalidates a capture on one of them (seen on the H200: the user's graph was lost)."""
+    legacy = consumer == STREAM_LEGACY or any(getattr(item[2], "handle", None) == LEGACY_HANDLE for item in live)
+    if legacy and live and capture_deferral.open_captures:
+        raise BufferError(
+            "this buffer's pending work would be waited for through the legacy default stream while a graph "
+            "capture is open, which invalidates the capture: export it (or read it on the host) after the "
+            "capture ends, or launch on a stream of your own (stream=) rather than the legacy one"
+        )
     for _, _, stream in live:
         if isinstance(stream, _Collected):
             raise BufferError(

@@ -534,3 +534,28 @@ def test_a_block_whose_entry_lies_under_another_librarys_push_is_still_told(fake
         """,
     )
     assert result == {"closed": ["primary", "primary"], "after": ["primary"]}
+
+
+def test_a_closed_blocks_context_is_never_pushed_back(fake_ctx_libcuda: Path) -> None:
+    # Before: a's call-made entry sat in b's block slot after b had closed, and a.close() pushed the destroyed b
+    # back into it: on the H200 the process aborted (free(): invalid pointer; attack a04 S5, round 6).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b = contexts("a", "b")
+        primary.activate()
+        try:
+            with a:
+                with b:
+                    a.synchronize()  # a in place of b's block entry
+                    b.close()
+                    a.close()
+                    out["closed"] = stack()
+                    out["b pushed back"] = any(fake.fakectx_destroyed(e) and e == b.raw_handle
+                                               for e in [fake.fakectx_entry(i) for i in range(fake.fakectx_depth())])
+                    raise KeyError("body")
+        except KeyError:
+            out["raised"] = True
+        """,
+    )
+    assert result["raised"] and not result["b pushed back"], result

@@ -298,3 +298,27 @@ def test_a_deferred_release_counts_as_held_until_it_has_run() -> None:
         resource.finalize_child = real
     assert seen == [True], "while the release ran, the handle still counted as held"
     assert not deferral.holds(release, 0xA000)
+
+
+def test_waiting_through_the_legacy_stream_while_a_capture_is_open_is_refused(
+    driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the export recorded an event on the legacy stream (or made it wait) while a blocking stream of
+    # the context was capturing: the driver invalidated the user's capture (attack a03, round 6, on the H200).
+    from rawcuda.ffi.constants import STREAM_LEGACY
+
+    ctx = SimpleNamespace(is_primary=True, activate=lambda: None)
+    legacy, side = WorkStream(pending.LEGACY_HANDLE, ctx), WorkStream(0xB000, ctx)
+    p = PendingStream()
+    p.record(legacy)
+    monkeypatch.setattr(pending.capture_deferral, "open_captures", 1)
+    for waiter in (p.handle, lambda: p.order_before(CONSUMER), p.synchronize):
+        with pytest.raises(BufferError, match="legacy default stream while a graph capture is open"):
+            waiter()
+    q = PendingStream()
+    q.record(side)
+    with pytest.raises(BufferError, match="legacy default stream"):
+        q.order_before(STREAM_LEGACY)  # the consumer names the legacy stream
+    q.order_before(CONSUMER)  # a stream of the consumer's own: allowed
+    monkeypatch.setattr(pending.capture_deferral, "open_captures", 0)
+    assert p.handle() == pending.STREAM_LEGACY
