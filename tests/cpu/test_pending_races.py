@@ -220,14 +220,22 @@ def test_pending_work_on_a_capturing_stream_is_refused_clearly(export: str, driv
 
 
 # --- a stream collected while a capture is open ----------------------------------------------------------------------
+@pytest.fixture
+def deferred(monkeypatch: pytest.MonkeyPatch) -> set[int]:
+    """The handles whose release a capture has deferred, as rawcuda.stream.release_deferred answers (the
+    stand-in: add a handle to defer its release, clear the set to end the capture)."""
+    handles: set[int] = set()
+    # raising=False: on the code before the fix the name did not exist, and the test must fail on its assertion
+    monkeypatch.setattr(pending, "release_deferred", handles.__contains__, raising=False)
+    return handles
+
+
 def test_a_stream_collected_while_its_release_is_deferred_refuses_export(
-    driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
+    driver: CoveringDriver, deferred: set[int]
 ) -> None:
     # Before: a dead entry was dropped as finished, although a capture had deferred the release that waits for
     # the stream's work -- the export waited for nothing. Here the dead stream's handle is looked up instead.
-    deferred: set[int] = set()
-    monkeypatch.setattr(pending, "release_deferred", deferred.__contains__, raising=False)
-    ctx = SimpleNamespace(is_primary=True, activate=lambda: None)
+    ctx = context()
     p = PendingStream()
     doomed, other = WorkStream(0xA000, ctx), WorkStream(0xB000, ctx)
     p.record(doomed)
@@ -247,13 +255,11 @@ def test_a_stream_collected_while_its_release_is_deferred_refuses_export(
 
 
 def test_a_record_of_a_stream_closed_meanwhile_keeps_the_dead_entry_under_its_id(
-    driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
+    driver: CoveringDriver, deferred: set[int], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before: record() popped the entry under the closed stream's id (a collected stream's, still running)
     # before asking the handle, then returned on ClosedError: the dead stream's work was forgotten.
-    deferred: set[int] = set()
-    monkeypatch.setattr(pending, "release_deferred", deferred.__contains__, raising=False)
-    ctx = SimpleNamespace(is_primary=True, activate=lambda: None)
+    ctx = context()
     p = PendingStream()
     doomed = WorkStream(0xA000, ctx)
     p.record(doomed)
