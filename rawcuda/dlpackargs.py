@@ -18,6 +18,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from .ffi.constants import ADDRESS_LIMIT
 from .ffi.dlpack import (
     STREAM_AMBIGUOUS,
     STREAM_LEGACY,
@@ -29,7 +30,6 @@ from .ffi.hostmap import is_bad_stream
 
 #: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
 HOST = "host"
-MAX_STREAM = 1 << 64  # a CUstream is a pointer
 
 
 @dataclass(frozen=True)
@@ -116,7 +116,7 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
             "stream=0 is forbidden by the DLPack protocol (it could mean either default stream): pass 1 for "
             "the legacy default stream, 2 for the per-thread one, or the CUstream itself"
         )
-    if not 0 < stream < MAX_STREAM:
+    if not 0 < stream < ADDRESS_LIMIT:
         raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
     if is_bad_stream(stream):
         # (the driver would read the handle as a pointer and crash the process: rawcuda.ffi.hostmap says why)
@@ -129,4 +129,4 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
     return stream
 
 
-__all__ = ["HOST", "MAX_STREAM", "Plan", "negotiate"]
+__all__ = ["HOST", "Plan", "negotiate"]

@@ -27,6 +27,7 @@ from typing import Any
 
 import numpy as np
 
+from .ffi.constants import ADDRESS_LIMIT
 from .ffi.dlpack import (
     CALL_DELETER,
     LEGACY_NAMES,
@@ -46,7 +47,6 @@ from .ffi.dlpack import (
 from .loans import Loan
 
 #: numpy's limit on dimensions; a larger ``ndim`` is a corrupt or hostile struct, not an array.
-ADDRESS_LIMIT = 1 << 64  # a device pointer is 64 bits (CUdeviceptr)
 MAX_NDIM = 64
 #: DLPack type code -> numpy's letter for that kind of number (the size comes from ``bits``).
 _KINDS = {DLDataTypeCode.INT: "i", DLDataTypeCode.UINT: "u", DLDataTypeCode.FLOAT: "f", DLDataTypeCode.COMPLEX: "c"}

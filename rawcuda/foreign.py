@@ -42,6 +42,7 @@ from .ffi.dlpack import DLPACK_VERSION, STREAM_LEGACY, DLDeviceType
 from .ffi.types import CUdeviceptr
 from .interop import foreign_pointer, order_after
 from .loans import Loan
+from .resource import capture_deferral
 from .stream import Stream, stream_handle
 
 #: The DLPack device types whose memory a kernel of a rawcuda context can use.
@@ -131,6 +132,8 @@ def _export(obj: Any, stream: Stream | None, context: Context | None) -> tuple[A
             f"{stream!r} is being captured: the producer's wait would be recorded into the graph; adopt the "
             "array before the capture begins"
         )
+    if stream is None:  # the producer will make the legacy stream wait: that would invalidate an open capture
+        capture_deferral.refuse_legacy("adopting an array for stream=None")
     handle = stream_handle(stream, ctx) or STREAM_LEGACY  # 0 is forbidden in the protocol: None means legacy
     try:
         return exporter(stream=handle, max_version=DLPACK_VERSION), ctx

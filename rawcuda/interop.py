@@ -31,7 +31,7 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
+from .ffi.constants import ADDRESS_LIMIT, STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
 from .ffi.hostmap import is_bad_stream
 from .stream import Stream
 
@@ -39,7 +39,6 @@ from .stream import Stream
 STREAM_AWARE_VERSION = 3
 #: The spec forbids 0 for ``stream``: it could mean the legacy or the per-thread default stream.
 AMBIGUOUS_STREAM = 0
-MAX_HANDLE = 1 << 64  # a CUstream is a pointer: 64 bits
 #: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
 _LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
 
@@ -87,7 +86,7 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
             "order from the pointer: pass a contiguous copy (torch: x.contiguous(); CuPy: cupy.ascontiguousarray(x))"
         )
     if stream is not None:
-        if not 0 <= stream < MAX_HANDLE:
+        if not 0 <= stream < ADDRESS_LIMIT:
             raise ForeignArrayError(f"this {name} names stream {stream}, which is not a CUstream handle")
         if stream == AMBIGUOUS_STREAM:
             raise ForeignArrayError(

@@ -36,9 +36,9 @@ from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitF
 from .resource import capture_deferral, closes
 from .stream import Stream, release_deferred
 
-#: (A consumer's stream given as one of DEFAULT_STREAMS means "the default stream of the context current there".)
 #: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
 LEGACY_HANDLE = 0
+_LEGACY_NAMES = frozenset({LEGACY_HANDLE, STREAM_LEGACY})  # NULL and CU_STREAM_LEGACY: the same stream
 _CACHE_KEY = __name__  # this module's entry in Context.cache: the context's LegacyStream
 
 
@@ -74,6 +74,7 @@ class LegacyStream:
 
     def synchronize(self) -> None:
         """Block this thread until everything queued on the context's legacy stream has finished."""
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work")
         self.context.activate()
         cu.cuStreamSynchronize(LEGACY_HANDLE)
 
@@ -248,7 +249,7 @@ class PendingStream:
         live = self._begin()
         waited: list[tuple[Any, int, Any]] = []
         try:
-            _refuse_capturing(live, consumer)
+            _refuse_capturing(live)
             for item in live:
                 stream = item[2]
                 try:
@@ -305,20 +306,12 @@ def _collected_key(entry: tuple[weakref.ref[Any], int, int]) -> tuple[str, int]:
     return ("collected", entry[2])
 
 
-def _refuse_capturing(live: list[tuple[Any, int, Any]], consumer: int | None = None) -> None:
+def _refuse_capturing(live: list[tuple[Any, int, Any]]) -> None:
     """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
     consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
     there is a call capture forbids (the driver invalidates the capture). Refuse too while work may still run
-    on a stream collected during a capture (see :class:`PendingStream`), and any wait that touches the legacy
-    stream while a capture is open: the legacy stream synchronizes with every blocking stream of its context,
-    so the driver invalidates a capture on one of them (seen on the H200: the user's graph was lost)."""
-    legacy = consumer == STREAM_LEGACY or any(getattr(item[2], "handle", None) == LEGACY_HANDLE for item in live)
-    if legacy and live and capture_deferral.open_captures:
-        raise BufferError(
-            "this buffer's pending work would be waited for through the legacy default stream while a graph "
-            "capture is open, which invalidates the capture: export it (or read it on the host) after the "
-            "capture ends, or launch on a stream of your own (stream=) rather than the legacy one"
-        )
+    on a stream collected during a capture (see :class:`PendingStream`). (A wait through the legacy stream is
+    refused where it would be made: :func:`_wait`, :meth:`LegacyStream.synchronize`.)"""
     for _, _, stream in live:
         if isinstance(stream, _Collected):
             raise BufferError(
@@ -342,6 +335,8 @@ def _join(last: Any, other: Any) -> None:
 def _wait(waiter: int, producer: int) -> None:
     """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far (an event recorded there,
     then dropped: the driver keeps a pending event alive until it completes). A context must be current."""
+    if not _LEGACY_NAMES.isdisjoint((waiter, producer)):
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work")
     event = c_void_p()
     cu.cuEventCreate(byref(event), int(EventFlag.DISABLE_TIMING))
     try:

@@ -73,6 +73,17 @@ class CaptureDeferral:
         """How many releases wait for the open captures to end."""
         return len(self._queue)
 
+    def refuse_legacy(self, what: str) -> None:
+        """Raise BufferError if a capture is open: ``what`` would touch the legacy default stream, which
+        synchronizes with every blocking stream of its context -- so the driver invalidates a capture on one of
+        them, and the user's graph is lost (seen on the H200). Which streams capture is not tracked, so any
+        open capture refuses: the error says how to do without."""
+        if self.open_captures:
+            raise BufferError(
+                f"{what} would use the legacy default stream while a graph capture is open, which invalidates "
+                "the capture: do it after the capture ends, or use a stream of your own (stream=) instead"
+            )
+
     def holds(self, release: Callable[..., None], handle: int) -> bool:
         """Whether ``release(handle, ...)`` is queued or running: the object is dead, its handle not yet released
         (a stream's release waits for its work, so until it returns that work may still run)."""

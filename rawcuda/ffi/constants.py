@@ -277,6 +277,9 @@ STREAM_LEGACY = 0x1
 STREAM_PER_THREAD = 0x2
 #: The handles that are names, not pointers: nothing is read at their "address".
 DEFAULT_STREAMS = frozenset({STREAM_LEGACY, STREAM_PER_THREAD})
+#: One past the largest address: host and device pointers (a CUstream, a CUdeviceptr) are 64 bits on the
+#: platforms CUDA supports, and the driver would read a larger number modulo 2^64 -- another address.
+ADDRESS_LIMIT = 1 << 64
 DEVICE_CPU = -1  # a CUdevice meaning "the host" in prefetch/advise on older APIs
 IPC_HANDLE_SIZE = 64
 

@@ -26,15 +26,13 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import os
 import sys
 import threading
 from ctypes import c_size_t, c_ssize_t, c_void_p
 
-from .constants import DEFAULT_STREAMS
+from .constants import ADDRESS_LIMIT, DEFAULT_STREAMS
 
-ADDRESS_LIMIT = 1 << 64  # a pointer on a 64-bit host
 _ONE_BYTE = 1
 
 
@@ -112,6 +110,8 @@ def _above_stdio(fd: int) -> int:
     if fd >= FIRST_FREE_FD:
         return fd
     try:
+        import fcntl  # (here, not at the top: POSIX only, and importing rawcuda must work on Windows too)
+
         high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_FREE_FD)
     finally:
         os.close(fd)
@@ -170,4 +170,4 @@ def is_bad_stream(number: int) -> bool:
     return number not in DEFAULT_STREAMS and is_readable(number) is False
 
 
-__all__ = ["ADDRESS_LIMIT", "is_bad_stream", "is_readable"]
+__all__ = ["is_bad_stream", "is_readable"]

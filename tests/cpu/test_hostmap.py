@@ -14,7 +14,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from rawcuda.ffi.hostmap import ADDRESS_LIMIT, is_bad_stream, is_readable
+from rawcuda.ffi.constants import ADDRESS_LIMIT
+from rawcuda.ffi.hostmap import is_bad_stream, is_readable
 from tests.helpers import needs_fork, run_python
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the probe writes into a POSIX pipe")

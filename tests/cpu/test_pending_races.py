@@ -313,18 +313,19 @@ def test_waiting_through_the_legacy_stream_while_a_capture_is_open_is_refused(
     # the context was capturing: the driver invalidated the user's capture (attack a03, round 6, on the H200).
     from rawcuda.ffi.constants import STREAM_LEGACY
 
-    ctx = SimpleNamespace(is_primary=True, activate=lambda: None)
+    ctx = context()
     legacy, side = WorkStream(pending.LEGACY_HANDLE, ctx), WorkStream(0xB000, ctx)
-    p = PendingStream()
+    p, q = PendingStream(), PendingStream()
     p.record(legacy)
-    monkeypatch.setattr(pending.capture_deferral, "open_captures", 1)
-    for waiter in (p.handle, lambda: p.order_before(CONSUMER), p.synchronize):
-        with pytest.raises(BufferError, match="legacy default stream while a graph capture is open"):
-            waiter()
-    q = PendingStream()
     q.record(side)
-    with pytest.raises(BufferError, match="legacy default stream"):
-        q.order_before(STREAM_LEGACY)  # the consumer names the legacy stream
-    q.order_before(CONSUMER)  # a stream of the consumer's own: allowed
+    monkeypatch.setattr(pending.capture_deferral, "open_captures", 1)
+    assert p.handle() == STREAM_LEGACY, "naming the legacy stream makes no driver call: allowed"
+    for wait in (lambda: p.order_before(CONSUMER), lambda: q.order_before(STREAM_LEGACY)):
+        with pytest.raises(BufferError, match="legacy default stream while a graph capture is open"):
+            wait()  # an event on the legacy stream; the legacy stream made to wait
+    assert driver.events == [], "refused before any event was recorded"
+    q.order_before(CONSUMER)  # neither side is the legacy stream: allowed
+    assert driver.events == [0xB000]
     monkeypatch.setattr(pending.capture_deferral, "open_captures", 0)
-    assert p.handle() == pending.STREAM_LEGACY
+    p.order_before(CONSUMER)
+    assert driver.events == [0xB000, pending.LEGACY_HANDLE]
