@@ -18,14 +18,16 @@ closing context, leaving the thread with what lay below, often nothing: CuPy's n
   stack is removed, wherever it lies -- before ``cuCtxDestroy``, which pops only a context on top and
   leaves one lower down where it is, destroyed (cuda.h) -- and every other entry stays, in its order. So a
   close that *waits* for host views takes the closed context off the thread just the same (nothing may run
-  in a context rawcuda has closed). Each open ``with`` block of it on this thread is told (a count per
-  thread) that its entry is gone, so its ``__exit__`` pops nothing;
+  in a context rawcuda has closed). Each open ``with`` block on this thread whose entry went is marked
+  (this module keeps the thread's blocks: :func:`enter_block`, :func:`exit_block`), and its ``__exit__``
+  pops nothing;
 * an entry that no block of the closing context accounts for was made current by a call: ``activate()``
   put it *in place of* what was on top. Where that was another context's open ``with`` block on this
   thread, the block's own context takes the entry back -- its ``__exit__`` pops it as the block expects
   (``with a: b_buffer.copy...; b.close()`` left the thread with nothing under CuPy's primary otherwise: a's
   exit popped the primary). Which block? Every block pushed one entry, in order, so the open blocks of this
-  thread (:func:`enter_block`, :func:`exit_block`) are the topmost entries of the stack, one each. Below
+  thread whose entries are still there are the topmost entries of the stack, one each. A *closed* block's
+  context is never pushed back (it is destroyed): its entry goes, and that block is marked too. Below
   every block, the replaced entry cannot be known: if nothing lies below it, the device's primary context
   takes its place, **if it is active** (:func:`put_primary_back`). (A block's own entry, with nothing
   below, is simply removed: its ``__exit__`` would have left nothing, as the thread began.)
@@ -67,38 +69,46 @@ NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no contex
 MAX_STACK_WALK = 4096
 
 
+class _Block:
+    """One open ``with ctx:`` block on this thread: the handle it pushed, its Context (weakly: a block never
+    keeps a context alive), and whether a close took its entry off the stack (then its exit pops nothing)."""
+
+    __slots__ = ("gone", "handle", "owner")
+
+    def __init__(self, handle: int, owner: Any) -> None:
+        self.handle = handle
+        self.owner = weakref.ref(owner)
+        self.gone = False
+
+    def closed(self) -> bool:
+        owner = self.owner()
+        return owner is None or bool(owner.closed)
+
+
 class _Blocks(threading.local):
-    """This thread's open ``with ctx:`` blocks, outermost first: the context handle each one pushed."""
+    """This thread's open ``with ctx:`` blocks, outermost first."""
 
     def __init__(self) -> None:
-        self.handles: list[int] = []
-        self.owners: list[weakref.ref[Any]] = []  # per block: its Context, weakly (asked whether it is closed)
+        self.open: list[_Block] = []
 
 
 _blocks = _Blocks()
 
 
 def enter_block(handle: int, owner: Any) -> None:
-    """A ``with`` block pushed ``handle`` on this thread (Context.__enter__, after its push); ``owner`` (its
-    Context, held weakly) says later whether it is closed: a destroyed context must never be pushed back."""
-    _blocks.handles.append(handle)
-    _blocks.owners.append(weakref.ref(owner))
+    """A ``with`` block of ``owner`` pushed ``handle`` on this thread (Context.__enter__, after its push)."""
+    _blocks.open.append(_Block(handle, owner))
 
 
-def _block_closed(index: int) -> bool:
-    owner = _blocks.owners[index]()
-    return owner is None or bool(owner.closed)
-
-
-def exit_block(handle: int) -> None:
-    """A ``with`` block of ``handle`` ends on this thread with its entry still on the stack (Context.__exit__,
-    before its pop); a block whose entry a close removed was taken off the list by :func:`leave`."""
-    handles = _blocks.handles
-    for i in range(len(handles) - 1, -1, -1):
-        if handles[i] == handle:
-            del handles[i]
-            del _blocks.owners[i]
-            return
+def exit_block(handle: int) -> bool | None:
+    """A ``with`` block of ``handle`` ends on this thread (Context.__exit__): True if its entry is still on
+    the stack, for the caller to pop; False if a close took it off already; None if this thread has no open
+    block of it (an exit without an enter here)."""
+    blocks = _blocks.open
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i].handle == handle:
+            return not blocks.pop(i).gone
+    return None
 
 
 @contextlib.contextmanager
@@ -118,10 +128,10 @@ def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
             cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
-def leave(handle: int, device: int) -> int:
-    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and return
-    how many of the removed entries belong to this thread's ``with`` blocks of it: their ``__exit__`` must not
-    pop again. Never raises: it runs while a context is being closed.
+def leave(handle: int, device: int) -> None:
+    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and mark
+    each open ``with`` block whose entry went, so that its ``__exit__`` pops nothing. Never raises: it runs
+    while a context is being closed.
 
     Why the whole stack, not only its top? Entries of the closing context can lie anywhere in it: ``with C:
     with C:`` pushed two, ``C.synchronize(); with C:`` has one made by a call under one made by the block, and
@@ -139,31 +149,34 @@ def leave(handle: int, device: int) -> int:
             break
         entries.append(top)
     entries.reverse()  # bottom first
-    blocks = _blocks.handles
-    # Entry i is block slot i - first (more blocks than entries -- something popped behind rawcuda's back --
-    # leaves the outermost blocks without one).
+    # The blocks whose entries are still on the stack, one each, topmost: entry i is block slot i - first (more
+    # blocks than entries -- something popped behind rawcuda's back -- leaves the outermost ones without one).
+    blocks = [block for block in _blocks.open if not block.gone]
     first = len(entries) - len(blocks)
+
+    def slot(i: int) -> _Block | None:
+        return blocks[i - first] if i >= first else None
+
     mine = [i for i, entry in enumerate(entries) if entry == handle]
-    own = {i for i in mine if i >= first and blocks[i - first] == handle}
+    own = {i: block for i in mine if (block := slot(i)) is not None and block.handle == handle}
     # A block of C whose slot holds something else had an entry pushed above it (another library's push):
-    # its own entry lies lower -- the topmost entries of C not matched yet.
-    unmatched = blocks.count(handle) - len(own)
-    if unmatched > 0:
-        own.update([i for i in mine if i not in own][-unmatched:])
+    # its own entry lies lower -- the topmost entries of C not matched yet, for the innermost such blocks.
+    spare = [block for block in blocks if block.handle == handle and block not in own.values()]
+    for i, block in zip(reversed([i for i in mine if i not in own]), reversed(spare), strict=False):
+        own[i] = block
     for i, entry in enumerate(entries):
-        block = blocks[i - first] if i >= first else None
+        block = slot(i)
         if entry != handle:
             _push(entry)  # (lost only if the driver refuses a context it listed)
-        elif i in own:  # a block's own entry: gone, and its __exit__ is told
-            continue
-        elif block is not None and not _block_closed(i - first):  # a call made C current inside that block,
-            _push(block)  # in place of the block's context: it takes its slot back (never a closed one)
-        else:
+        elif i in own:  # a block's own entry: gone, and its exit will pop nothing
+            own[i].gone = True
+        elif block is not None and not block.closed():  # a call made C current inside another block, in place
+            _push(block.handle)  # of the block's context: it takes its slot back
+        elif block is not None:  # ... of a closed block's: nothing may be pushed back, and its exit pops nothing
+            block.gone = True
+        else:  # below every block, what the call replaced cannot be known
             with contextlib.suppress(CudaError):
                 put_primary_back(device)  # (does nothing when something lies below)
-    for _ in own:  # the innermost blocks of C are the ones whose entries went
-        exit_block(handle)
-    return len(own)
 
 
 def _push(handle: int) -> None:
@@ -187,9 +200,8 @@ def put_primary_back(device: int) -> None:
         cu.cuDevicePrimaryCtxRelease(device)
 
 
-def destroy(handle: int, device: int) -> int:
-    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`, whose
-    count it returns). Raises what the destroy raises."""
-    popped = leave(handle, device)
+def destroy(handle: int, device: int) -> None:
+    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`). Raises
+    what the destroy raises."""
+    leave(handle, device)
     cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
-    return popped

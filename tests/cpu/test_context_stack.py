@@ -556,6 +556,29 @@ def test_a_closed_blocks_context_is_never_pushed_back(fake_ctx_libcuda: Path) ->
                     raise KeyError("body")
         except KeyError:
             out["raised"] = True
+        out["after"] = stack()
         """,
     )
     assert result["raised"] and not result["b pushed back"], result
+    assert result["after"] == ["primary"], "neither exit popped the primary: both blocks' entries had gone"
+
+
+def test_a_call_made_entry_in_a_closed_blocks_slot_tells_that_block(fake_ctx_libcuda: Path) -> None:
+    # Before (review, round 6): c's entry sat in b's slot; b.close() found no entry of b, c.close() could not
+    # push the closed b back, and b's __exit__ then popped a -- and a's own exit the primary under it.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b, c = contexts("a", "b", "c")
+        primary.activate()
+        with a:
+            with b:
+                c.synchronize()  # c in place of b's block entry
+                b.close()
+                c.close()
+                out["closed"] = stack()
+            out["b left"] = stack()
+        out["a left"] = stack()
+        """,
+    )
+    assert result == {"closed": ["primary", "a"], "b left": ["primary", "a"], "a left": ["primary"]}
