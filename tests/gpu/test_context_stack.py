@@ -217,6 +217,34 @@ def test_a_context_closed_inside_another_contexts_block_leaves_the_primary_under
     on_fresh_thread(scenario)
 
 
+def test_a_closed_blocks_context_is_never_pushed_back() -> None:
+    # Before: `with a: with b: <a call in a>; b.close(); a.close()` pushed the destroyed b back into its slot,
+    # and the process aborted (free(): invalid pointer; attack a04 S5, round 6, on the H200).
+    primary = default_context()
+    rng = np.random.default_rng()
+
+    def scenario() -> None:
+        x = rng.standard_normal(N, dtype=np.float32)
+        primary.activate()
+        a, b, c = Context.create(), Context.create(), Context.create()
+        primary.activate()
+        with pytest.raises(KeyError), a, b:
+            a.synchronize()  # a in place of b's block entry
+            b.close()
+            a.close()
+            raise KeyError("the body")
+        assert current_handle() == primary.raw_handle
+        with c, Context.create() as inner:  # c's entry in the inner block's place; inner closed first, then c
+            c.synchronize()
+            inner.close()
+            c.close()
+        assert current_handle() == primary.raw_handle, "neither exit popped the primary"
+        with DeviceBuffer.from_array(x) as in_primary:
+            np.testing.assert_array_equal(in_primary.to_array(), x)
+
+    on_fresh_thread(scenario)
+
+
 def test_an_exit_without_an_enter_on_this_thread_is_refused() -> None:
     # Before: the first __exit__ counted down from 1 and popped this thread's primary (no error: "DID NOT
     # RAISE"); a second one left the count at -1, after which closing no longer put the primary back.
