@@ -31,6 +31,9 @@ import sys
 import threading
 from ctypes import c_size_t, c_ssize_t, c_void_p
 
+if sys.platform != "win32":  # POSIX only (the probe is off on Windows), and importing rawcuda must work there
+    import fcntl
+
 from .constants import ADDRESS_LIMIT, DEFAULT_STREAMS
 
 _ONE_BYTE = 1
@@ -110,8 +113,6 @@ def _above_stdio(fd: int) -> int:
     if fd >= FIRST_FREE_FD:
         return fd
     try:
-        import fcntl  # (here, not at the top: POSIX only, and importing rawcuda must work on Windows too)
-
         high = fcntl.fcntl(fd, fcntl.F_DUPFD_CLOEXEC, FIRST_FREE_FD)
     finally:
         os.close(fd)
