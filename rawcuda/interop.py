@@ -31,16 +31,19 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .ffi.constants import ADDRESS_LIMIT, STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
+from .ffi.constants import (
+    ADDRESS_LIMIT,
+    LEGACY_STREAM_HANDLES,
+    STREAM_AMBIGUOUS,
+    EventFlag,
+    EventWaitFlag,
+    StreamCaptureMode,
+)
 from .ffi.hostmap import is_bad_stream
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
 STREAM_AWARE_VERSION = 3
-#: The spec forbids 0 for ``stream``: it could mean the legacy or the per-thread default stream.
-AMBIGUOUS_STREAM = 0
-#: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
-_LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
 
 
 class ForeignArrayError(TypeError):
@@ -88,7 +91,7 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
     if stream is not None:
         if not 0 <= stream < ADDRESS_LIMIT:
             raise ForeignArrayError(f"this {name} names stream {stream}, which is not a CUstream handle")
-        if stream == AMBIGUOUS_STREAM:
+        if stream == STREAM_AMBIGUOUS:
             raise ForeignArrayError(
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
                 "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
@@ -146,7 +149,7 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
         return
     stream = 0 if launch_stream is None else launch_stream.handle
     for producer in waits:
-        if producer == stream or (producer in _LEGACY_ALIASES and stream in _LEGACY_ALIASES):
+        if producer == stream or (producer in LEGACY_STREAM_HANDLES and stream in LEGACY_STREAM_HANDLES):
             continue  # one stream: already in order
         with _order_lock:
             event = context.cache.get(_CACHE_KEY)

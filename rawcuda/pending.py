@@ -32,13 +32,12 @@ from typing import Any
 from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
-from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitFlag
+from .ffi.constants import DEFAULT_STREAMS, LEGACY_STREAM_HANDLES, STREAM_LEGACY, EventFlag, EventWaitFlag
 from .resource import capture_deferral, closes
 from .stream import Stream, release_deferred
 
 #: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
 LEGACY_HANDLE = 0
-_LEGACY_NAMES = frozenset({LEGACY_HANDLE, STREAM_LEGACY})  # NULL and CU_STREAM_LEGACY: the same stream
 _CACHE_KEY = __name__  # this module's entry in Context.cache: the context's LegacyStream
 
 
@@ -335,7 +334,7 @@ def _join(last: Any, other: Any) -> None:
 def _wait(waiter: int, producer: int) -> None:
     """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far (an event recorded there,
     then dropped: the driver keeps a pending event alive until it completes). A context must be current."""
-    if not _LEGACY_NAMES.isdisjoint((waiter, producer)):
+    if not LEGACY_STREAM_HANDLES.isdisjoint((waiter, producer)):
         capture_deferral.refuse_legacy("waiting for this buffer's pending work")
     event = c_void_p()
     cu.cuEventCreate(byref(event), int(EventFlag.DISABLE_TIMING))

@@ -38,7 +38,7 @@ from types import TracebackType
 from .checked import cu
 from .checked.errors import ClosedError, CudaError, StreamCaptureError
 from .context import SYNC_LAUNCHES, Context
-from .ffi.constants import STREAM_LEGACY, StreamCaptureMode, StreamCaptureStatus
+from .ffi.constants import LEGACY_STREAM_HANDLES, StreamCaptureMode, StreamCaptureStatus
 from .graph import Graph
 from .resource import capture_deferral
 from .stream import Stream
@@ -57,12 +57,10 @@ LEGACY_STREAM_REFUSAL = (
     "so its work has no place in a graph, and the driver refuses it"
 )
 
-_LEGACY_HANDLES = frozenset({0, STREAM_LEGACY})  # NULL and CU_STREAM_LEGACY both name the legacy stream
-
 
 def capture(stream: Stream, mode: StreamCaptureMode = StreamCaptureMode.THREAD_LOCAL) -> Capture:
     """``with capture(stream) as graph:`` -- record the work queued on ``stream`` inside the block into ``graph``."""
-    if stream is None or (isinstance(stream, int) and stream in _LEGACY_HANDLES):
+    if stream is None or (isinstance(stream, int) and stream in LEGACY_STREAM_HANDLES):
         raise ValueError(LEGACY_STREAM_REFUSAL)
     if not isinstance(stream, Stream):
         raise TypeError(f"capture() takes a rawcuda.Stream, not {type(stream).__name__}")
@@ -92,7 +90,7 @@ class Capture:
     def __enter__(self) -> Graph:
         stream = self.stream
         handle = stream.handle  # ClosedError for a closed stream
-        if handle in _LEGACY_HANDLES:
+        if handle in LEGACY_STREAM_HANDLES:
             raise ValueError(LEGACY_STREAM_REFUSAL)
         if SYNC_LAUNCHES:
             raise RuntimeError(

@@ -68,6 +68,8 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any
 
+from .constants import STREAM_AMBIGUOUS, STREAM_LEGACY, STREAM_PER_THREAD
+
 #: The DLPack version whose ABI this file spells out (dlpack.h: DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION).
 #: A major version changes the layout of DLManagedTensorVersioned; a minor one only adds enum values.
 DLPACK_VERSION = (1, 0)
@@ -105,11 +107,9 @@ class DLPackFlag(IntFlag):
 
 
 #: ``__dlpack__(stream=...)`` for CUDA, from the array API standard: the consumer's stream, which the producer
-#: must make safe (None also means the legacy stream). 0 is forbidden -- it could mean either default stream.
-STREAM_LEGACY = 1
-STREAM_PER_THREAD = 2
+#: must make safe (None also means the legacy stream); 1 and 2 are cuda.h's CU_STREAM_LEGACY and
+#: CU_STREAM_PER_THREAD, and 0 (STREAM_AMBIGUOUS) is forbidden -- it could mean either default stream.
 STREAM_NO_SYNC = -1  # "do not synchronize at all": the consumer has ordered things itself
-STREAM_AMBIGUOUS = 0
 
 
 # --- the structs, field by field as dlpack.h declares them -------------------------------------------------------
