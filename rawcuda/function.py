@@ -348,15 +348,16 @@ class BoundLaunch:
     def __call__(self) -> None:
         if self._generation != closes.generation:
             self._bind()
+        elif self._reread:  # a foreign array: its address and stream are read again at every launch
+            packed = self._packed = self.function.pack(self.args)  # (the configuration stays as prepared)
+            self._call = (*self._call[:-2], packed.array, None)
         fn = self.function
         ctx = fn.context
         if ctx.unusable is not None:
             ctx.check_usable()
-        if self._reread:  # a foreign array: its address and stream are read again at every launch
-            self._bind()
-            if self._packed.waits:
-                ctx.activate()
-                order_after(self._packed.waits, self._spec[3], ctx)
+        if self._packed.waits:  # (only a foreign array's pack has any: a reread one)
+            ctx.activate()
+            order_after(self._packed.waits, self._spec[3], ctx)
         rc = _launch_kernel.call(*self._call)
         if rc:
             launch_failed(rc, ctx, self._call)
