@@ -42,6 +42,8 @@ _ONE_BYTE = 1
 #: The lowest descriptor the probe pipe may use: 0, 1 and 2 are stdin, stdout and stderr. A process started
 #: with them closed would get the pipe there, and a later ``print`` would write into it (see :meth:`_Probe.pipe`).
 FIRST_FREE_FD = 3
+#: How much :meth:`_Probe.drain` reads at a time.
+PIPE_DRAIN_CHUNK = 4096
 
 
 class _Probe:
@@ -83,17 +85,20 @@ class _Probe:
         if self.pid != os.getpid():
             # A child forked without the at-fork hook (a fork from C) still holds the parent's ends: they are
             # left open, never closed by number -- the child may have reused those numbers for its own files.
-            read_end, write_end = os.pipe()
+            ends = list(os.pipe())
             try:
-                read_end, write_end = _above_stdio(read_end), _above_stdio(write_end)
-                for end in (read_end, write_end):
-                    os.set_blocking(end, False)
+                for i, end in enumerate(ends):
+                    ends[i] = -1  # handed to _above_stdio, which closes it if it fails
+                    ends[i] = _above_stdio(end)
+                    os.set_blocking(ends[i], False)
             except OSError:
-                for end in (read_end, write_end):
-                    with contextlib.suppress(OSError):
-                        os.close(end)
+                for end in ends:  # each still open (never one closed already: its number may be reused)
+                    if end >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(end)
                 raise
-            self.read_end, self.write_end, self.pid = read_end, write_end, os.getpid()
+            self.read_end, self.write_end = ends
+            self.pid = os.getpid()
         return self.read_end, self.write_end
 
     def drain(self) -> None:
@@ -101,10 +106,6 @@ class _Probe:
         with contextlib.suppress(OSError):  # BlockingIOError: empty now
             while os.read(self.read_end, PIPE_DRAIN_CHUNK):
                 pass
-
-
-#: How much :meth:`_Probe.drain` reads at a time.
-PIPE_DRAIN_CHUNK = 4096
 
 
 def _above_stdio(fd: int) -> int:
