@@ -90,6 +90,9 @@ class _Blocks(threading.local):
 
     def __init__(self) -> None:
         self.open: list[_Block] = []
+        # While leave() walks this thread's stack: the handles of contexts collected meanwhile (their finalizer
+        # ran inside the walk -- the GC may run at any allocation), whose entries the walk takes off too.
+        self.leaving: set[int] | None = None
 
 
 _blocks = _Blocks()
@@ -141,6 +144,17 @@ def leave(handle: int, device: int) -> None:
     that block's own; in another block's slot, a call made C current in place of that block's context,
     which takes its slot back; below every block, what it replaced cannot be known: where nothing lies
     below it, the primary takes its place (:func:`put_primary_back`)."""
+    if _blocks.leaving is not None:  # re-entered from a finalizer, with the stack half popped: the walk
+        _blocks.leaving.add(handle)  # under way takes this one's entries off as well
+        return
+    _blocks.leaving = set()
+    try:
+        _walk(handle, device, _blocks.leaving)
+    finally:
+        _blocks.leaving = None
+
+
+def _walk(handle: int, device: int, collected: set[int]) -> None:
     entries: list[int] = []
     while len(entries) < MAX_STACK_WALK and (top := peek_current()) != NOTHING_CURRENT:
         try:
@@ -166,7 +180,10 @@ def leave(handle: int, device: int) -> None:
         own[i] = block
     for i, entry in enumerate(entries):
         block = slot(i)
-        if entry != handle:
+        if entry in collected:  # a context collected during this walk (it has no open block: it is dead)
+            with contextlib.suppress(CudaError):
+                put_primary_back(device)
+        elif entry != handle:
             _push(entry)  # (lost only if the driver refuses a context it listed)
         elif i in own:  # a block's own entry: gone, and its exit will pop nothing
             own[i].gone = True

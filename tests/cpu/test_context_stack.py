@@ -582,3 +582,44 @@ def test_a_call_made_entry_in_a_closed_blocks_slot_tells_that_block(fake_ctx_lib
         """,
     )
     assert result == {"closed": ["primary", "a"], "b left": ["primary", "a"], "a left": ["primary"]}
+
+
+def test_a_context_collected_while_a_close_walks_the_stack_is_not_pushed_back(fake_ctx_libcuda: Path) -> None:
+    # Before (review, round 6): the GC may run inside leave()'s walk; a dropped context's finalizer then walked
+    # the half-popped stack itself, found nothing of its own there, and was destroyed -- and the outer walk
+    # pushed the destroyed context back with the entries it had popped.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        from rawcuda import contextstack
+        primary, c, e = contexts("c", "e")
+        primary.activate()
+        cu.cuCtxPushCurrent(e.raw_handle)
+        cu.cuCtxPushCurrent(c.raw_handle)
+        e_handle, victims, pops, pushed = e.raw_handle, [e], [0], []
+        del e
+
+        class Driver:  # the real checked calls, but once the walk has popped c and e, the GC collects e
+            def __getattr__(self, name):
+                return getattr(cu, name)
+
+            def cuCtxPushCurrent(self, handle):
+                pushed.append(handle)  # (the fake refuses a destroyed context; the real driver crashed on one)
+                cu.cuCtxPushCurrent(handle)
+
+            def cuCtxPopCurrent(self, popped):
+                cu.cuCtxPopCurrent(popped)
+                pops[0] += 1
+                if pops[0] == 3:  # (the first pop ends close()'s own push; the walk pops c, then e)
+                    victims.clear()
+                    gc.collect()  # e's finalizer runs now: contextstack.destroy, inside the walk
+
+        contextstack.cu = Driver()
+        c.close()
+        contextstack.cu = cu
+        out["after"] = stack()
+        out["e destroyed"] = bool(fake.fakectx_destroyed(e_handle))
+        out["e pushed back"] = e_handle in pushed
+        """,
+    )
+    assert result == {"after": ["primary"], "e destroyed": True, "e pushed back": False}
