@@ -185,11 +185,12 @@ class Function:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self._ref  # named in the error if a sticky fault ever poisons the context
         self.last_prepared = prepared
-        target = self._legacy if stream is None else stream
-        if target.capturing is None:  # a captured launch runs at replay, not now: rawcuda.pending says why
-            for memory in packed.pending:  # the buffers' memory it may still be writing (views share their base's)
-                if memory.last() is not target:  # the same stream again costs this one call per buffer, no more
-                    memory.record(target)
+        if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
+            target = self._legacy if stream is None else stream
+            if target.capturing is None:  # a captured launch runs at replay, not now: rawcuda.pending says why
+                for memory in packed.pending:
+                    if memory.last() is not target:  # the same stream again costs this one call per buffer
+                        memory.record(target)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
@@ -363,9 +364,9 @@ class BoundLaunch:
             launch_failed(rc, ctx, self._call)
         ctx.last_launch_ref = fn._ref
         fn.last_prepared = self._call
-        target = self._target
-        if target.capturing is None:  # as in Function.launch
-            for memory in self._packed.pending:
+        pending, target = self._packed.pending, self._target
+        if pending and target.capturing is None:  # as in Function.launch
+            for memory in pending:
                 if memory.last() is not target:
                     memory.record(target)
         if SYNC_LAUNCHES:

@@ -17,14 +17,13 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from ctypes import byref, c_void_p
 from types import TracebackType
 from typing import Any
 
-from .checked import cu
 from .checked.errors import ClosedError
 from .closeorder import CloseOrder
 from .context import Context
+from .contextstack import pushed
 
 
 class CaptureDeferral:
@@ -55,8 +54,9 @@ class CaptureDeferral:
             queue, self._queue = (self._queue, []) if self.open_captures == 0 else ([], self._queue)
             self._running.extend(queue)  # held() still sees them until each release has run (it waits)
         for item in queue:
+            context, release, args = item
             try:
-                finalize_child(*item[:2], *item[2])
+                finalize_child(context, release, *args)
             finally:
                 with self._lock:
                     self._running.remove(item)
@@ -109,12 +109,9 @@ def finalize_child(context: Context, release: Callable[..., None], *args: Any) -
         # (seen on the H200: during another thread's capture, launches on a new stream went to the dead one).
         closes.generation += 1
         return
-    with contextlib.suppress(Exception):
-        cu.cuCtxPushCurrent(context.raw_handle)
-        try:
+    with contextlib.suppress(Exception), pushed(context.raw_handle, []) as here:
+        if here:  # (a refused push: the context is gone or poisoned, and nothing may call into it)
             release(*args)
-        finally:
-            cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
 def finalize_weak_child(context_ref: weakref.ref[Context], release: Callable[..., None], *args: Any) -> None:

@@ -585,6 +585,8 @@ def test_the_versions_and_devices_a_consumer_asks_for() -> None:
         ({"dl_device": (CPU, 0)}, BufferError, r"exported to \(2, 3\) only"),
         ({"dl_device": (2, 0)}, BufferError, "another device"),
         ({"dl_device": "cuda"}, TypeError, "dl_device must be"),
+        ({"dl_device": (2.7, 0)}, TypeError, "dl_device must be"),  # (before: int() read it as (2, 0))
+        ({"max_version": ("1", "0")}, TypeError, "max_version"),  # (before: int() read the strings)
     ],
 )
 def test_malformed_or_impossible_requests(kwargs: dict[str, Any], error: type, match: str) -> None:
