@@ -186,8 +186,8 @@ def adopt(
         )
     name = type(obj).__name__
     waits: list[int] = []
-    ptr = foreign_pointer(obj, True, waits)  # malformed, strided, masked, stream 0: ForeignArrayError
-    cai = obj.__cuda_array_interface__
+    cai = obj.__cuda_array_interface__  # read once: the pointer and the shape come from the same dict
+    ptr = foreign_pointer(obj, True, waits, cai)  # malformed, strided, masked, stream 0: ForeignArrayError
     shape, dtype = normalize_shape(tuple(cai["shape"])), normalize_dtype(cai["typestr"])
     if cai["data"][1] and not read_only:
         raise BufferError(_read_only_message(name))

@@ -50,11 +50,13 @@ class ForeignArrayError(TypeError):
     """An object with ``__cuda_array_interface__`` that cannot be passed as it is (raised before the launch)."""
 
 
-def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
+def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int], cai: dict[str, Any] | None = None) -> int:
     """The device address of a CAI object, after checking what a bare pointer cannot carry; appends the
-    producer's stream to ``waits`` when the launch must be ordered after it."""
+    producer's stream to ``waits`` when the launch must be ordered after it. ``cai``: the interface already
+    read (a producer may build a new one at each read: one read must give the pointer and the shape)."""
     name = type(value).__name__
-    cai = value.__cuda_array_interface__  # the producer's own exception, if its property raises, goes through
+    if cai is None:
+        cai = value.__cuda_array_interface__  # the producer's own exception, if its property raises, goes through
     try:
         ptr, read_only = cai["data"]
         ptr = int(ptr or 0)
