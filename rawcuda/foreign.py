@@ -48,6 +48,7 @@ from .stream import Stream, stream_handle
 #: The DLPack device types whose memory a kernel of a rawcuda context can use.
 _DEVICE_KINDS = frozenset({DLDeviceType.CUDA, DLDeviceType.CUDA_MANAGED})
 _HOST_KINDS = frozenset({DLDeviceType.CPU, DLDeviceType.CUDA_HOST})
+_ABSENT = object()  # "no __cuda_array_interface__" (None could be what a broken producer returns)
 
 
 class ForeignBuffer(DeviceBuffer):
@@ -171,22 +172,27 @@ def adopt(
     whose ``__dlpack__`` refuses (BufferError) is adopted through its interface, if it has one."""
     if is_capsule(obj):
         return _adopt_capsule(obj, None, context, read_only)
+    # Read the interface once: a producer may build a new dict at each read (a property), and the pointer and
+    # the shape must come from the same one. hasattr() would be a read too -- it calls the property.
+    cai: Any = _ABSENT
     if hasattr(obj, "__dlpack__"):
         try:
             capsule, ctx = _export(obj, stream, context)
         except BufferError:
-            if not hasattr(obj, "__cuda_array_interface__"):
+            cai = getattr(obj, "__cuda_array_interface__", _ABSENT)
+            if cai is _ABSENT:
                 raise
         else:
             return _adopt_capsule(capsule, obj, ctx, read_only)
-    if not hasattr(obj, "__cuda_array_interface__"):
+    if cai is _ABSENT:
+        cai = getattr(obj, "__cuda_array_interface__", _ABSENT)
+    if cai is _ABSENT:
         raise TypeError(
             f"adopt takes a GPU array with __dlpack__ or __cuda_array_interface__, not {type(obj).__name__}; "
             "host memory is copied with rawcuda.DeviceBuffer.from_array(a)"
         )
     name = type(obj).__name__
     waits: list[int] = []
-    cai = obj.__cuda_array_interface__  # read once: the pointer and the shape come from the same dict
     ptr = foreign_pointer(obj, True, waits, cai)  # malformed, strided, masked, stream 0: ForeignArrayError
     shape, dtype = normalize_shape(tuple(cai["shape"])), normalize_dtype(cai["typestr"])
     if cai["data"][1] and not read_only:
