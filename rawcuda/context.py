@@ -96,6 +96,7 @@ class Context:
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
+        contextstack.created(handle.value or 0)
         cu.cuCtxPopCurrent(byref(c_void_p()))
         return cls(handle.value or 0, dev, primary=False)
 

@@ -47,7 +47,9 @@ primary while it uses it, so this is left as it is.
 
 What cannot be helped: a context closed on thread B stays current, destroyed, on thread A -- only A can
 change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.current); another
-library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it.
+library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it. What rawcuda
+does see to: a walk on A (another close there) never pushes such an entry back -- the driver accepts the
+push, and the pop that follows crashes the process -- and A's block of it then pops nothing.
 """
 
 from __future__ import annotations
@@ -96,6 +98,17 @@ class _Blocks(threading.local):
 
 
 _blocks = _Blocks()
+
+#: Created contexts rawcuda destroyed, by handle -- on any thread. One may still lie on another thread's stack
+#: (cuCtxDestroy pops only the caller's), and a walk there must never push it back: the driver takes the push
+#: of a destroyed context, and the pop that follows crashes the process (a segfault in cuCtxPopCurrent on the
+#: H200, driver 580). A handle leaves the set when a new context gets the same address (:func:`created`).
+_destroyed: set[int] = set()
+
+
+def created(handle: int) -> None:
+    """``cuCtxCreate`` returned ``handle``: a live context now, even if a destroyed one had that address."""
+    _destroyed.discard(handle)
 
 
 def enter_block(handle: int, owner: Any) -> None:
@@ -180,13 +193,15 @@ def _walk(handle: int, device: int, collected: set[int]) -> None:
         own[i] = block
     for i, entry in enumerate(entries):
         block = slot(i)
-        if entry in collected:  # a context collected during this walk (it has no open block: it is dead)
-            with contextlib.suppress(CudaError):
-                put_primary_back(device)
-        elif entry != handle:
+        # Dead entries go as the closing context's do: one collected during this walk, one destroyed on
+        # another thread (its own block, if it has one here, is then told, like a closing context's block)
+        dead = entry in collected or entry in _destroyed
+        if entry != handle and not dead:
             _push(entry)  # (lost only if the driver refuses a context it listed)
         elif i in own:  # a block's own entry: gone, and its exit will pop nothing
             own[i].gone = True
+        elif dead and block is not None and block.handle == entry:
+            block.gone = True
         elif block is not None and not block.closed():  # a call made C current inside another block, in place
             _push(block.handle)  # of the block's context: it takes its slot back
         elif block is not None:  # ... of a closed block's: nothing may be pushed back, and its exit pops nothing
@@ -221,4 +236,9 @@ def destroy(handle: int, device: int) -> None:
     """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`). Raises
     what the destroy raises."""
     leave(handle, device)
-    cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
+    _destroyed.add(handle)  # (before the destroy: another thread's walk must not push it back meanwhile)
+    try:
+        cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
+    except BaseException:
+        _destroyed.discard(handle)
+        raise

@@ -623,3 +623,45 @@ def test_a_context_collected_while_a_close_walks_the_stack_is_not_pushed_back(fa
         """,
     )
     assert result == {"after": ["primary"], "e destroyed": True, "e pushed back": False}
+
+
+def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here(fake_ctx_libcuda: Path) -> None:
+    # Before (attack a04 S6, round 7, on the H200): a closed on the main thread while a worker was inside
+    # `with a: with b:`; b.close() on the worker walked its stack and pushed the destroyed a back, and the
+    # pop of a's block then crashed the process (a segfault in cuCtxPopCurrent). Here the destroyed entry goes,
+    # and a's block pops nothing.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b = contexts("a", "b")
+        primary.activate()
+        inside, closed = threading.Event(), threading.Event()
+
+        def has_destroyed(ctx):
+            return any(fake.fakectx_entry(i) == ctx.raw_handle for i in range(fake.fakectx_depth()))
+
+        def worker():
+            with a:
+                with b:
+                    inside.set()
+                    closed.wait(10)
+                    out["before b.close"] = stack()
+                    b.close()
+                    out["a still on the worker's stack"] = has_destroyed(a)
+                out["after b's block"] = stack()
+            out["after a's block"] = stack()
+
+        t = threading.Thread(target=worker)
+        t.start()
+        inside.wait(10)
+        a.close()
+        closed.set()
+        t.join(10)
+        """,
+    )
+    assert result == {
+        "before b.close": ["a", "b"],
+        "a still on the worker's stack": False,
+        "after b's block": [],
+        "after a's block": [],
+    }

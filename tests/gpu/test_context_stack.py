@@ -279,3 +279,52 @@ def test_an_exit_without_an_enter_on_this_thread_is_refused() -> None:
         assert current_handle() == primary.raw_handle
 
     on_fresh_thread(scenario)
+
+
+DESTROYED_ON_ANOTHER_THREAD = """
+import json, threading
+import numpy as np
+import rawcuda
+from rawcuda import Context, DeviceBuffer
+from rawcuda.current import current_handle
+primary = rawcuda.default_context()
+a, b = Context.create(), Context.create()
+inside, closed, out = threading.Event(), threading.Event(), {}
+x = np.random.default_rng().standard_normal(4096, dtype=np.float32)
+
+def worker():
+    with a:
+        with b:
+            inside.set()
+            closed.wait(30)
+            b.close()  # its walk finds a below, destroyed by the main thread
+        out["b's block popped"] = True
+    out["a's block popped"] = True
+    with DeviceBuffer.from_array(x) as d:
+        out["worker round trip"] = bool(np.array_equal(d.to_array(), x))
+
+t = threading.Thread(target=worker)
+t.start()
+inside.wait(30)
+a.close()
+closed.set()
+t.join(30)
+with DeviceBuffer.from_array(x) as d:
+    out["main round trip"] = bool(np.array_equal(d.to_array(), x))
+out["main current"] = current_handle() == primary.raw_handle
+print(json.dumps(out))
+"""
+
+
+def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here() -> None:
+    # Before (attack a04 S6, round 7): b.close() on the worker pushed the a the main thread had destroyed back
+    # onto the worker's stack, and a's block then popped it: the process died (SIGSEGV in cuCtxPopCurrent).
+    proc = run_python(DESTROYED_ON_ANOTHER_THREAD)
+    assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-3000:]}"
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "b's block popped": True,
+        "a's block popped": True,
+        "worker round trip": True,
+        "main round trip": True,
+        "main current": True,
+    }
