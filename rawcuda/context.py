@@ -161,8 +161,9 @@ class Context:
             )
         if not still_there:  # a close took this block's entry off the stack already (contextstack.leave)
             return
-        with contextlib.suppress(CudaError) if self._closed else contextlib.nullcontext():
-            cu.cuCtxPopCurrent(byref(c_void_p()))  # (closed: the entry may name a destroyed context)
+        if self.forked:  # a forked child's driver is unusable (every call: CUDA_ERROR_NOT_INITIALIZED): a block
+            return  # ending there (sys.exit() inside it) has nothing to pop, and must not raise
+        contextstack.pop_block(self._handle, quiet=self._closed)  # (closed: the entry may name a destroyed one)
 
     # --- using it -----------------------------------------------------------------------------------------
     def synchronize(self) -> None:

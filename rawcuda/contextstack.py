@@ -49,15 +49,19 @@ What cannot be helped: a context closed on thread B stays current, destroyed, on
 change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.current); another
 library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it. What rawcuda
 does see to: a walk on A (another close there) never pushes such an entry back -- the driver accepts the
-push, and the pop that follows crashes the process -- and A's block of it then pops nothing.
+push, and the pop that follows crashes the process -- and A's block of it then pops nothing. (Known only by
+address: another library's context created at the address of one rawcuda destroyed is taken for the dead
+one, and a close walking A's stack drops it. Addresses are reused, so this can happen; it needs a library
+that creates contexts of its own, not the primary context CuPy and torch use.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 import weakref
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from ctypes import byref, c_int, c_uint, c_void_p
 from typing import Any
 
@@ -67,8 +71,10 @@ from .current import peek_current
 
 NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no context (NULL)
 #: How deep :func:`leave` walks a thread's stack at most: a guard against a driver that never runs empty, far
-#: beyond any real nesting (each entry is one open block or push).
-MAX_STACK_WALK = 4096
+#: beyond any real nesting (each entry is one open block or push). Not 4096: 5000 nested blocks (an ExitStack
+#: in a loop) are legal, and a walk cut short pushes its entries back above the ones it never saw, so the
+#: blocks' slots are misread (attack a10, round 7: the destroyed context stayed current).
+MAX_STACK_WALK = 1 << 20
 
 
 class _Block:
@@ -92,9 +98,13 @@ class _Blocks(threading.local):
 
     def __init__(self) -> None:
         self.open: list[_Block] = []
-        # While leave() walks this thread's stack: the handles of contexts collected meanwhile (their finalizer
-        # ran inside the walk -- the GC may run at any allocation), whose entries the walk takes off too.
+        # While leave() walks this thread's stack: the handles of contexts closed or collected meanwhile (a
+        # finalizer ran inside the walk -- the GC may run at any allocation), whose entries the walk takes off too.
         self.leaving: set[int] | None = None
+        # ... and what such finalizers would have done to the half-popped stack -- a destroy (cuCtxDestroy pops
+        # the context if it is on top), a suspended generator's `with` block ending (it pops the top) -- done
+        # once the walk has put the stack back (attack a01, round 7: nothing, or the wrong context, was left).
+        self.after_walk: list[Callable[[], None]] = []
 
 
 _blocks = _Blocks()
@@ -125,6 +135,23 @@ def exit_block(handle: int) -> bool | None:
         if blocks[i].handle == handle:
             return not blocks.pop(i).gone
     return None
+
+
+def pop_block(handle: int, *, quiet: bool) -> None:
+    """Pop the entry of a ``with`` block of ``handle`` that ended (Context.__exit__, when :func:`exit_block`
+    said True). ``quiet``: suppress the driver's error (the entry may name a destroyed context). Inside a walk
+    of this thread's stack (a generator suspended in the block, collected meanwhile), only once the walk is
+    over -- and only if the block's context is then on top, where its entry is."""
+    if _blocks.leaving is not None:
+        _blocks.after_walk.append(functools.partial(_pop_if_on_top, handle))
+        return
+    with contextlib.suppress(CudaError) if quiet else contextlib.nullcontext():
+        cu.cuCtxPopCurrent(byref(c_void_p()))
+
+
+def _pop_if_on_top(handle: int) -> None:
+    if peek_current() == handle:
+        cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
 @contextlib.contextmanager
@@ -165,6 +192,10 @@ def leave(handle: int, device: int) -> None:
         _walk(handle, device, _blocks.leaving)
     finally:
         _blocks.leaving = None
+        deferred, _blocks.after_walk = _blocks.after_walk, []
+        for action in deferred:
+            with contextlib.suppress(CudaError):  # (a finalizer's work: nobody to report to)
+                action()
 
 
 def _walk(handle: int, device: int, collected: set[int]) -> None:
@@ -235,7 +266,15 @@ def put_primary_back(device: int) -> None:
 def destroy(handle: int, device: int) -> None:
     """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`). Raises
     what the destroy raises."""
+    if _blocks.leaving is not None:  # a finalizer inside this thread's walk: its entries go with the walk's,
+        _blocks.leaving.add(handle)  # and the destroy waits for the stack to be whole again
+        _blocks.after_walk.append(functools.partial(_destroy_now, handle))
+        return
     leave(handle, device)
+    _destroy_now(handle)
+
+
+def _destroy_now(handle: int) -> None:
     _destroyed.add(handle)  # (before the destroy: another thread's walk must not push it back meanwhile)
     try:
         cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)

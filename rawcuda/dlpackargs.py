@@ -78,7 +78,7 @@ def negotiate(
 
 
 def _device_pair(dl_device: Any) -> tuple[int, int]:
-    pair = _int_pair(dl_device)
+    pair = int_pair(dl_device)
     if pair is None:
         raise TypeError(f"dl_device must be a (device_type, device_id) pair of ints, not {dl_device!r}")
     return pair
@@ -87,13 +87,13 @@ def _device_pair(dl_device: Any) -> tuple[int, int]:
 def _versioned(max_version: Any) -> bool:
     if max_version is None:
         return False  # a consumer from before DLPack 1.0: the legacy struct and name
-    pair = _int_pair(max_version)
+    pair = int_pair(max_version)
     if pair is None:
         raise TypeError(f"max_version must be None or a (major, minor) pair of ints, not {max_version!r}")
     return pair[0] >= VERSIONED_MAJOR
 
 
-def _int_pair(value: Any) -> tuple[int, int] | None:
+def int_pair(value: Any) -> tuple[int, int] | None:
     """``value`` as two ints, or None: any integer type (numpy's too), never a bool, a float or a string --
     int() would read 2.7 as 2 and "1" as 1, as the stream check refuses to."""
     try:

@@ -35,12 +35,13 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context, default_context
 from .devicebuffer import DeviceBuffer
+from .dlpackargs import int_pair
 from .dlpackread import Tensor, is_capsule, read, take
 from .elements import normalize_dtype, normalize_shape
 from .ffi.attributes import PointerAttribute
 from .ffi.dlpack import DLPACK_VERSION, STREAM_LEGACY, DLDeviceType
 from .ffi.types import CUdeviceptr
-from .interop import foreign_pointer, order_after
+from .interop import NO_INTERFACE, foreign_pointer, order_after, read_interface
 from .loans import Loan
 from .resource import capture_deferral
 from .stream import Stream, stream_handle
@@ -48,7 +49,6 @@ from .stream import Stream, stream_handle
 #: The DLPack device types whose memory a kernel of a rawcuda context can use.
 _DEVICE_KINDS = frozenset({DLDeviceType.CUDA, DLDeviceType.CUDA_MANAGED})
 _HOST_KINDS = frozenset({DLDeviceType.CPU, DLDeviceType.CUDA_HOST})
-_ABSENT = object()  # "no __cuda_array_interface__" (None could be what a broken producer returns)
 
 
 class ForeignBuffer(DeviceBuffer):
@@ -125,7 +125,14 @@ def _export(obj: Any, stream: Stream | None, context: Context | None) -> tuple[A
     ordinal = 0
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is not None:
-        kind, ordinal = (int(part) for part in device_of())
+        said = device_of()
+        pair = int_pair(said)  # ints only, as a consumer's dl_device must be: int() would read 2.9 and '2'
+        if pair is None:
+            raise BufferError(
+                f"{type(obj).__name__}.__dlpack_device__() returned {said!r}, not a (device_type, device_id) "
+                "pair of ints: its producer is broken, so where the array lives is unknown"
+            )
+        kind, ordinal = pair
         _check_kind(kind, type(obj).__name__)
     ctx = _context(context, stream, ordinal)
     if stream is not None and stream.capturing is not None:
@@ -172,21 +179,19 @@ def adopt(
     whose ``__dlpack__`` refuses (BufferError) is adopted through its interface, if it has one."""
     if is_capsule(obj):
         return _adopt_capsule(obj, None, context, read_only)
-    # Read the interface once: a producer may build a new dict at each read (a property), and the pointer and
-    # the shape must come from the same one. hasattr() would be a read too -- it calls the property.
-    cai: Any = _ABSENT
+    cai: Any = NO_INTERFACE  # read once (interop.read_interface says why)
     if hasattr(obj, "__dlpack__"):
         try:
             capsule, ctx = _export(obj, stream, context)
-        except BufferError:
-            cai = getattr(obj, "__cuda_array_interface__", _ABSENT)
-            if cai is _ABSENT:
+        except BufferError:  # (refused for the legacy stream in a capture: the interface's wait is refused too)
+            cai = read_interface(obj)
+            if cai is NO_INTERFACE:
                 raise
         else:
             return _adopt_capsule(capsule, obj, ctx, read_only)
-    if cai is _ABSENT:
-        cai = getattr(obj, "__cuda_array_interface__", _ABSENT)
-    if cai is _ABSENT:
+    if cai is NO_INTERFACE:
+        cai = read_interface(obj)
+    if cai is NO_INTERFACE:
         raise TypeError(
             f"adopt takes a GPU array with __dlpack__ or __cuda_array_interface__, not {type(obj).__name__}; "
             "host memory is copied with rawcuda.DeviceBuffer.from_array(a)"

@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numbers
 import threading
+from collections.abc import Mapping
 from ctypes import byref, c_int, c_void_p
 from typing import Any
 
@@ -40,6 +41,7 @@ from .ffi.constants import (
     StreamCaptureMode,
 )
 from .ffi.hostmap import is_bad_stream
+from .resource import capture_deferral
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
@@ -50,13 +52,30 @@ class ForeignArrayError(TypeError):
     """An object with ``__cuda_array_interface__`` that cannot be passed as it is (raised before the launch)."""
 
 
-def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int], cai: dict[str, Any] | None = None) -> int:
+#: What :func:`read_interface` returns for an object without ``__cuda_array_interface__`` (None is no mark:
+#: a broken producer's property may return it, and that must be reported as malformed, not as absent).
+NO_INTERFACE: Any = object()
+
+
+def read_interface(value: Any) -> Any:
+    """``value.__cuda_array_interface__``, read once, or NO_INTERFACE. Once: a producer may build a new dict at
+    each read (a property), and the pointer, the shape and the stream must come from the same one -- so no
+    ``hasattr()`` first, which calls the property too. Its own exceptions, but AttributeError, go through."""
+    return getattr(value, "__cuda_array_interface__", NO_INTERFACE)
+
+
+def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int], cai: Any = NO_INTERFACE) -> int:
     """The device address of a CAI object, after checking what a bare pointer cannot carry; appends the
     producer's stream to ``waits`` when the launch must be ordered after it. ``cai``: the interface already
-    read (a producer may build a new one at each read: one read must give the pointer and the shape)."""
+    read by :func:`read_interface` (read here when not given)."""
     name = type(value).__name__
-    if cai is None:
+    if cai is NO_INTERFACE:
         cai = value.__cuda_array_interface__  # the producer's own exception, if its property raises, goes through
+    if not isinstance(cai, Mapping):
+        raise ForeignArrayError(
+            f"this {name}'s __cuda_array_interface__ is {type(cai).__name__}, not a dict: version 3 of the "
+            "interface is a dict with 'data' = (pointer, read_only), 'shape', 'typestr' and 'version'"
+        )
     try:
         ptr, read_only = cai["data"]
         ptr = int(ptr or 0)
@@ -153,6 +172,9 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
     for producer in waits:
         if producer == stream or (producer in LEGACY_STREAM_HANDLES and stream in LEGACY_STREAM_HANDLES):
             continue  # one stream: already in order
+        if producer in LEGACY_STREAM_HANDLES or stream in LEGACY_STREAM_HANDLES:
+            # (an event recorded on, or waited for by, the legacy stream: the driver would invalidate a capture)
+            capture_deferral.refuse_legacy("ordering after another library's stream")
         with _order_lock:
             event = context.cache.get(_CACHE_KEY)
             if event is None:

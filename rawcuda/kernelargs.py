@@ -58,7 +58,7 @@ import numpy as np
 from .checked.errors import ClosedError
 from .devicebuffer import DeviceBuffer
 from .growable import GrowableBuffer
-from .interop import ForeignArrayError, foreign_pointer
+from .interop import NO_INTERFACE, ForeignArrayError, foreign_pointer, read_interface
 from .pending import PendingStream
 from .ptx import Param
 from .resource import closes
@@ -219,9 +219,9 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
             )
         if pointer_sized and isinstance(value, GrowableBuffer):  # rawcuda memory: its view, not its interface
             return put(slot, value.buffer, waits) and False  # (uncached: grow() makes a new view)
-        if pointer_sized and hasattr(value, "__cuda_array_interface__"):
+        if pointer_sized and (cai := read_interface(value)) is not NO_INTERFACE:
             try:
-                slot.value = foreign_pointer(value, spec.read_only, waits)
+                slot.value = foreign_pointer(value, spec.read_only, waits, cai)
             except ForeignArrayError as exc:
                 raise ArgumentError(str(exc)) from None
             # Another library's object: its address may change and its stream must be waited for at every

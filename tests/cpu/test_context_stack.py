@@ -665,3 +665,80 @@ def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here(fake_ct
         "after b's block": [],
         "after a's block": [],
     }
+
+
+# What a04's helper above does for one scenario: the real checked calls, with `hook` run after the n-th pop.
+DRIVER_WITH_A_HOOK = """
+from rawcuda import contextstack
+pops = [0]
+
+class Driver:
+    def __init__(self, at, hook):
+        self.at, self.hook = at, hook
+
+    def __getattr__(self, name):
+        return getattr(cu, name)
+
+    def cuCtxPopCurrent(self, popped):
+        cu.cuCtxPopCurrent(popped)
+        pops[0] += 1
+        if pops[0] == self.at:
+            self.hook()
+"""
+
+
+def test_a_context_collected_on_top_of_the_half_popped_stack_waits_for_the_walk(fake_ctx_libcuda: Path) -> None:
+    # Before (attack a22 a01 W1, round 7, on the H200): y's finalizer destroyed it in the middle of x's walk,
+    # with y on top of what was left -- cuCtxDestroy popped it, the walk's next pop popped nothing it knew,
+    # and the thread was left with nothing current. Now the destroy waits for the walk to put the stack back.
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_HOOK
+        + textwrap.dedent("""
+        primary, x, y = contexts("x", "y")
+        primary.activate()
+        y.mem_info()  # y in place of the primary
+        y_handle, victims = y.raw_handle, [y]
+        del y
+        contextstack.cu = Driver(2, victims.clear)  # (pop 1 ends close()'s own push; pop 2 takes x off)
+        with x:
+            x.close()
+            out["inside"] = stack()
+        contextstack.cu = cu
+        out["after"] = stack()
+        out["y destroyed"] = bool(fake.fakectx_destroyed(y_handle))
+        """),
+    )
+    assert result == {"inside": ["primary"], "after": ["primary"], "y destroyed": True}
+
+
+@pytest.mark.parametrize("at", [2, 3, 4])
+def test_a_generators_block_ending_in_a_walk_pops_after_it(fake_ctx_libcuda: Path, at: int) -> None:
+    # Before (attack a22 a01 W4/W5, round 7, on the H200): a generator suspended in `with g:` was collected in
+    # the middle of x's walk, and g's __exit__ popped whatever was on top of the half-popped stack -- the
+    # primary, or nothing (a ContextError out of a finalizer); g was then left current. Now its pop waits for
+    # the walk. (at: the pop after which it is collected -- x taken off, then g, then the primary.)
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_HOOK
+        + textwrap.dedent(f"""
+        primary, g, x = contexts("g", "x")
+        primary.activate()
+
+        def suspended():
+            with g:
+                yield
+
+        it = suspended()
+        next(it)
+        victims = [it]
+        del it
+        contextstack.cu = Driver({at}, victims.clear)
+        with x:
+            x.close()
+            out["inside"] = stack()
+        contextstack.cu = cu
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"inside": ["primary"], "after": ["primary"]}

@@ -11,6 +11,7 @@ Each test fails on the code before (da6c7a4 + dc61dc1); the comment in each says
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import threading
@@ -328,3 +329,23 @@ def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here() -> No
         "main round trip": True,
         "main current": True,
     }
+
+
+def test_closing_a_context_under_five_thousand_open_blocks_of_it() -> None:
+    # Before (attack a22 a10 S2, round 7): the walk stopped at 4096 entries and pushed them back above the ones
+    # it never saw: the destroyed context stayed current after close(), and nothing was once the blocks ended.
+    primary = default_context()
+    depth = 5000
+
+    def scenario() -> None:
+        primary.activate()
+        a = Context.create()
+        with contextlib.ExitStack() as blocks:
+            for _ in range(depth):
+                blocks.enter_context(a)
+            a.close()
+            assert current_handle() == primary.raw_handle
+        assert current_handle() == primary.raw_handle
+        primary.synchronize()
+
+    on_fresh_thread(scenario)

@@ -217,3 +217,32 @@ def test_copy_grow_moves_and_copies(rng: np.random.Generator) -> None:
         np.testing.assert_array_equal(new.to_array()[:1000], data)
     finally:
         new.close()
+
+
+def test_a_replay_over_a_closed_growable_buffer_is_refused(
+    granularity: int, vector_add: rawcuda.Function, rng: np.random.Generator
+) -> None:
+    # Before (attack a22 a06 G8/G9, round 7): the replay check knew DeviceBuffer and Function only, so a graph
+    # holding a closed GrowableBuffer (add_kernel's argument, or keep_alive) ran on unmapped memory: a sticky
+    # CUDA_ERROR_ILLEGAL_ADDRESS. (Refused before the launch, so this process's context stays usable.)
+    n = 4096
+    a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    grid = (n + 255) // 256
+    with DeviceBuffer.from_array(a_host) as a, DeviceBuffer.from_array(b_host) as b, rawcuda.Stream() as s:
+        added, kept = GrowableBuffer(CAPACITY, np.float32), GrowableBuffer(CAPACITY, np.float32)
+        for g in (added, kept):
+            g.extend(np.full(n, NAN32))
+        graph = rawcuda.Graph()
+        graph.add_kernel(vector_add, grid, 256, added, a, b, n)
+        with rawcuda.capture(s) as captured:
+            vector_add.launch(grid, 256, kept, a, b, n, stream=s)
+        captured.keep_alive(kept)
+        with graph, captured, graph.instantiate() as first, captured.instantiate() as second:
+            for replay, g in ((first, added), (second, kept)):
+                replay.launch(s)
+                s.synchronize()
+                np.testing.assert_array_equal(g.to_array(), a_host + b_host)
+                g.close()
+                with pytest.raises(rawcuda.ClosedError, match="was closed"):
+                    replay.launch(s)
+        s.synchronize()  # nothing ran on the unmapped memory: no sticky fault to report
