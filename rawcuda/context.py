@@ -87,6 +87,7 @@ class Context:
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuDevicePrimaryCtxRetain(byref(handle), dev.handle)
+        contextstack.created(handle.value or 0)
         return cls(handle.value or 0, dev, primary=True)
 
     @classmethod
@@ -153,17 +154,13 @@ class Context:
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        still_there = contextstack.exit_block(self._handle)
-        if still_there is None:  # it would pop what this thread's own code pushed
+        # (closed: the entry may name a destroyed context; forked: the child's driver is unusable -- every call
+        # fails with CUDA_ERROR_NOT_INITIALIZED -- and a block ending there, sys.exit() inside it, must not raise)
+        if not contextstack.end_block(self._handle, pop=not self.forked, quiet=self._closed):
             raise RuntimeError(
                 f"{self!r}.__exit__ on a thread that did not enter it: a `with ctx:` block pushes onto the stack "
                 "of the thread that entered it, and only that thread's matching __exit__ may pop (once per enter)"
             )
-        if not still_there:  # a close took this block's entry off the stack already (contextstack.leave)
-            return
-        if self.forked:  # a forked child's driver is unusable (every call: CUDA_ERROR_NOT_INITIALIZED): a block
-            return  # ending there (sys.exit() inside it) has nothing to pop, and must not raise
-        contextstack.pop_block(self._handle, quiet=self._closed)  # (closed: the entry may name a destroyed one)
 
     # --- using it -----------------------------------------------------------------------------------------
     def synchronize(self) -> None:

@@ -19,7 +19,7 @@ closing context, leaving the thread with what lay below, often nothing: CuPy's n
   leaves one lower down where it is, destroyed (cuda.h) -- and every other entry stays, in its order. So a
   close that *waits* for host views takes the closed context off the thread just the same (nothing may run
   in a context rawcuda has closed). Each open ``with`` block on this thread whose entry went is marked
-  (this module keeps the thread's blocks: :func:`enter_block`, :func:`exit_block`), and its ``__exit__``
+  (this module keeps the thread's blocks: :func:`enter_block`, :func:`end_block`), and its ``__exit__``
   pops nothing;
 * an entry that no block of the closing context accounts for was made current by a call: ``activate()``
   put it *in place of* what was on top. Where that was another context's open ``with`` block on this
@@ -81,12 +81,15 @@ class _Block:
     """One open ``with ctx:`` block on this thread: the handle it pushed, its Context (weakly: a block never
     keeps a context alive), and whether a close took its entry off the stack (then its exit pops nothing)."""
 
-    __slots__ = ("gone", "handle", "owner")
+    __slots__ = ("gone", "handle", "in_walk", "owner")
 
     def __init__(self, handle: int, owner: Any) -> None:
         self.handle = handle
         self.owner = weakref.ref(owner)
         self.gone = False
+        # Entered by a finalizer inside a walk of this thread's stack: its push and its pop both happen on the
+        # half-walked stack, balanced, so its pop is never deferred (a deferred one found it pushed back lower)
+        self.in_walk = _blocks.leaving is not None
 
     def closed(self) -> bool:
         owner = self.owner()
@@ -117,7 +120,8 @@ _destroyed: set[int] = set()
 
 
 def created(handle: int) -> None:
-    """``cuCtxCreate`` returned ``handle``: a live context now, even if a destroyed one had that address."""
+    """``cuCtxCreate`` or a primary retain returned ``handle``: a live context now, even if a destroyed one had
+    that address."""
     _destroyed.discard(handle)
 
 
@@ -126,31 +130,34 @@ def enter_block(handle: int, owner: Any) -> None:
     _blocks.open.append(_Block(handle, owner))
 
 
-def exit_block(handle: int) -> bool | None:
-    """A ``with`` block of ``handle`` ends on this thread (Context.__exit__): True if its entry is still on
-    the stack, for the caller to pop; False if a close took it off already; None if this thread has no open
-    block of it (an exit without an enter here)."""
+def end_block(handle: int, *, pop: bool, quiet: bool) -> bool:
+    """A ``with`` block of ``handle`` ends on this thread (Context.__exit__): its record goes, and its entry is
+    popped -- unless a close took it off already (contextstack.leave), or ``pop`` is False (a forked child's
+    driver is unusable). ``quiet``: suppress the driver's error (the entry may name a destroyed context).
+    False, doing nothing, if this thread has no open block of ``handle`` (an exit without an enter here).
+
+    Inside a walk of this thread's stack (a generator suspended in the block, collected meanwhile), the pop
+    waits for the walk to put the stack back, and is done then only if the block's context is on top, where
+    its entry is -- and not if the walk took that entry off meanwhile."""
     blocks = _blocks.open
     for i in range(len(blocks) - 1, -1, -1):
         if blocks[i].handle == handle:
-            return not blocks.pop(i).gone
-    return None
-
-
-def pop_block(handle: int, *, quiet: bool) -> None:
-    """Pop the entry of a ``with`` block of ``handle`` that ended (Context.__exit__, when :func:`exit_block`
-    said True). ``quiet``: suppress the driver's error (the entry may name a destroyed context). Inside a walk
-    of this thread's stack (a generator suspended in the block, collected meanwhile), only once the walk is
-    over -- and only if the block's context is then on top, where its entry is."""
-    if _blocks.leaving is not None:
-        _blocks.after_walk.append(functools.partial(_pop_if_on_top, handle))
-        return
+            block = blocks.pop(i)
+            break
+    else:
+        return False
+    if block.gone or not pop:
+        return True
+    if _blocks.leaving is not None and not block.in_walk:
+        _blocks.after_walk.append(functools.partial(_pop_if_on_top, block))
+        return True
     with contextlib.suppress(CudaError) if quiet else contextlib.nullcontext():
         cu.cuCtxPopCurrent(byref(c_void_p()))
+    return True
 
 
-def _pop_if_on_top(handle: int) -> None:
-    if peek_current() == handle:
+def _pop_if_on_top(block: _Block) -> None:
+    if not block.gone and peek_current() == block.handle:
         cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
@@ -199,6 +206,9 @@ def leave(handle: int, device: int) -> None:
 
 
 def _walk(handle: int, device: int, collected: set[int]) -> None:
+    # The open blocks, taken before anything is popped: a block that a finalizer ends during the pops (its
+    # record goes at once, its pop waits: end_block) still has its entry among those popped here.
+    blocks = [block for block in _blocks.open if not block.gone]
     entries: list[int] = []
     while len(entries) < MAX_STACK_WALK and (top := peek_current()) != NOTHING_CURRENT:
         try:
@@ -207,9 +217,8 @@ def _walk(handle: int, device: int, collected: set[int]) -> None:
             break
         entries.append(top)
     entries.reverse()  # bottom first
-    # The blocks whose entries are still on the stack, one each, topmost: entry i is block slot i - first (more
-    # blocks than entries -- something popped behind rawcuda's back -- leaves the outermost ones without one).
-    blocks = [block for block in _blocks.open if not block.gone]
+    # The blocks' entries are the topmost, one each: entry i is block slot i - first (more blocks than entries
+    # -- something popped behind rawcuda's back -- leaves the outermost ones without one).
     first = len(entries) - len(blocks)
 
     def slot(i: int) -> _Block | None:
@@ -257,6 +266,7 @@ def put_primary_back(device: int) -> None:
         return
     primary = c_void_p()
     cu.cuDevicePrimaryCtxRetain(byref(primary), device)
+    created(primary.value or 0)  # (live, whatever rawcuda destroyed at its address before)
     try:
         cu.cuCtxSetCurrent(primary.value)
     finally:
@@ -265,16 +275,13 @@ def put_primary_back(device: int) -> None:
 
 def destroy(handle: int, device: int) -> None:
     """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`). Raises
-    what the destroy raises."""
-    if _blocks.leaving is not None:  # a finalizer inside this thread's walk: its entries go with the walk's,
-        _blocks.leaving.add(handle)  # and the destroy waits for the stack to be whole again
-        _blocks.after_walk.append(functools.partial(_destroy_now, handle))
+    what the destroy raises -- but inside a walk of this thread's stack (a finalizer ran there) it runs once
+    the walk is over, and a failure then has nobody to be reported to."""
+    if _blocks.leaving is not None:  # its entries go with the walk's, and the destroy waits for the stack to
+        _blocks.leaving.add(handle)  # be whole again: then a walk of its own, as if it came after
+        _blocks.after_walk.append(functools.partial(destroy, handle, device))
         return
     leave(handle, device)
-    _destroy_now(handle)
-
-
-def _destroy_now(handle: int) -> None:
     _destroyed.add(handle)  # (before the destroy: another thread's walk must not push it back meanwhile)
     try:
         cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)

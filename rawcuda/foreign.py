@@ -141,7 +141,7 @@ def _export(obj: Any, stream: Stream | None, context: Context | None) -> tuple[A
             "array before the capture begins"
         )
     if stream is None:  # the producer will make the legacy stream wait: that would invalidate an open capture
-        capture_deferral.refuse_legacy("adopting an array for stream=None")
+        capture_deferral.refuse_legacy("adopting an array for stream=None", ctx.raw_handle)
     handle = stream_handle(stream, ctx) or STREAM_LEGACY  # 0 is forbidden in the protocol: None means legacy
     try:
         return exporter(stream=handle, max_version=DLPACK_VERSION), ctx

@@ -174,7 +174,7 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
             continue  # one stream: already in order
         if producer in LEGACY_STREAM_HANDLES or stream in LEGACY_STREAM_HANDLES:
             # (an event recorded on, or waited for by, the legacy stream: the driver would invalidate a capture)
-            capture_deferral.refuse_legacy("ordering after another library's stream")
+            capture_deferral.refuse_legacy("ordering after another library's stream", context.raw_handle)
         with _order_lock:
             event = context.cache.get(_CACHE_KEY)
             if event is None:

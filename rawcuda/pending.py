@@ -32,6 +32,7 @@ from typing import Any
 from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
+from .current import peek_current
 from .ffi.constants import DEFAULT_STREAMS, LEGACY_STREAM_HANDLES, STREAM_LEGACY, EventFlag, EventWaitFlag
 from .resource import capture_deferral, closes
 from .stream import Stream, release_deferred
@@ -73,7 +74,7 @@ class LegacyStream:
 
     def synchronize(self) -> None:
         """Block this thread until everything queued on the context's legacy stream has finished."""
-        capture_deferral.refuse_legacy("waiting for this buffer's pending work")
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work", self.context.raw_handle)
         self.context.activate()
         cu.cuStreamSynchronize(LEGACY_HANDLE)
 
@@ -335,7 +336,7 @@ def _wait(waiter: int, producer: int) -> None:
     """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far (an event recorded there,
     then dropped: the driver keeps a pending event alive until it completes). A context must be current."""
     if not LEGACY_STREAM_HANDLES.isdisjoint((waiter, producer)):
-        capture_deferral.refuse_legacy("waiting for this buffer's pending work")
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work", peek_current() or None)
     event = c_void_p()
     cu.cuEventCreate(byref(event), int(EventFlag.DISABLE_TIMING))
     try:

@@ -742,3 +742,164 @@ def test_a_generators_block_ending_in_a_walk_pops_after_it(fake_ctx_libcuda: Pat
         """),
     )
     assert result == {"inside": ["primary"], "after": ["primary"]}
+
+
+# The real checked calls, with `hook` run once, right after the n-th push (the walk's push-back phase).
+DRIVER_WITH_A_PUSH_HOOK = """
+from rawcuda import contextstack
+pushes = [0]
+
+class Driver:
+    def __init__(self, at, hook):
+        self.at, self.hook = at, hook
+
+    def __getattr__(self, name):
+        return getattr(cu, name)
+
+    def cuCtxPushCurrent(self, handle):
+        cu.cuCtxPushCurrent(handle)
+        pushes[0] += 1
+        if pushes[0] == self.at:
+            self.hook()
+"""
+
+
+def test_a_context_collected_after_the_walk_pushed_it_back_still_leaves_the_thread(fake_ctx_libcuda: Path) -> None:
+    # y (no block: a call made it current in place of the primary) is collected right after x's walk pushed it
+    # back. The deferred destroy (a bare cuCtxDestroy) does not take it off the thread again: on top, the
+    # destroy pops it and leaves nothing current; collected before the walk, the primary would come back.
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_PUSH_HOOK
+        + textwrap.dedent("""
+        primary, x, y = contexts("x", "y")
+        primary.activate()
+        y.mem_info()  # y in place of the primary
+        y_handle, victims = y.raw_handle, [y]
+        del y
+        with x:
+            contextstack.cu = Driver(2, victims.clear)  # (push 1: close()'s own push of x; push 2: y put back)
+            x.close()
+            contextstack.cu = cu
+            out["inside"] = stack()
+        out["after"] = stack()
+        out["y destroyed"] = bool(fake.fakectx_destroyed(y_handle))
+        """),
+    )
+    assert result == {"inside": ["primary"], "after": ["primary"], "y destroyed": True}
+
+
+def test_a_context_collected_after_the_walk_pushed_it_back_below_a_block_is_not_left_destroyed(
+    fake_ctx_libcuda: Path,
+) -> None:
+    # The same, with z's block above y: the deferred destroy cannot pop y (not on top) and leaves it on the
+    # stack, destroyed -- current again once z's block ends (what the walk exists to prevent).
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_PUSH_HOOK
+        + textwrap.dedent("""
+        primary, x, y, z = contexts("x", "y", "z")
+        primary.activate()
+        y.mem_info()
+        y_handle, victims = y.raw_handle, [y]
+        del y
+        with z:
+            with x:
+                contextstack.cu = Driver(2, victims.clear)
+                x.close()
+                contextstack.cu = cu
+                out["inside"] = stack()
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"inside": ["primary", "z"], "after": ["primary"]}
+
+
+@pytest.mark.parametrize("at", [2, 3])
+def test_a_generators_block_of_the_closing_context_ending_in_its_walk_adds_no_entry(
+    fake_ctx_libcuda: Path, at: int
+) -> None:
+    # g.close() inside `with a:`, with a generator suspended in `with g:` above a's block. The generator is
+    # collected inside g's walk (after pop `at`): its block leaves contextstack's list while the walk still has
+    # its entry, so the slots shift -- g's entry is read as a call made inside a's block, a is pushed in its
+    # place, and a's block ends leaving a current (an entry nobody pops).
+    result = scenario(
+        fake_ctx_libcuda,
+        textwrap.dedent("""
+        from rawcuda import contextstack
+        pops = [0]
+
+        class Driver:
+            def __init__(self, at, hook):
+                self.at, self.hook = at, hook
+
+            def __getattr__(self, name):
+                return getattr(cu, name)
+
+            def cuCtxPopCurrent(self, popped):
+                cu.cuCtxPopCurrent(popped)
+                pops[0] += 1
+                if pops[0] == self.at:
+                    self.hook()
+        """)
+        + textwrap.dedent(f"""
+        primary, a, g = contexts("a", "g")
+        primary.activate()
+
+        def suspended():
+            with g:
+                yield
+
+        with a:
+            it = suspended()
+            next(it)
+            victims = [it]
+            del it
+            out["before"] = stack()
+            contextstack.cu = Driver({at}, victims.clear)  # (pop 1 ends close()'s push; pop 2 takes g off)
+            g.close()
+            contextstack.cu = cu
+            out["inside"] = stack()
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"before": ["primary", "a", "g"], "inside": ["primary", "a"], "after": ["primary"]}
+
+
+def test_a_finalizers_balanced_with_block_inside_a_walk_leaves_no_entry(fake_ctx_libcuda: Path) -> None:
+    # A __del__ that does `with w: ...` runs inside x's walk (the GC, after the walk popped x and a). Its push
+    # happens at once, but its pop is deferred (pop_block) -- and the walk then pops w's entry as one of the
+    # thread's own and pushes it back under a's; after the walk w is not on top, so the deferred pop pops
+    # nothing, and w stays on the stack: current once a's block ends. Before 89976dc the pop ran at once.
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_PUSH_HOOK
+        + textwrap.dedent("""
+        pops = [0]
+
+        class PopDriver(Driver):
+            def cuCtxPopCurrent(self, popped):
+                cu.cuCtxPopCurrent(popped)
+                pops[0] += 1
+                if pops[0] == self.at:
+                    self.hook()
+
+        primary, a, x, w = contexts("a", "x", "w")
+        primary.activate()
+
+        class Tidy:
+            def __del__(self):
+                with w:  # balanced: pushes w, pops it
+                    pass
+
+        victims = [Tidy()]
+        with a:
+            with x:
+                contextstack.cu = PopDriver(3, victims.clear)  # (pop 1 ends close()'s push; 2: x; 3: a)
+                x.close()
+                contextstack.cu = cu
+                out["inside"] = stack()
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"inside": ["primary", "a"], "after": ["primary"]}
