@@ -70,7 +70,6 @@ class Context:
         self.last_launch_ref: Callable[[], Any] = lambda: None
         # What higher layers keep per Context object (rawcuda.ops: its Modules), living exactly as long as it.
         self.cache: dict[str, Any] = {}
-        self._enter_stack = threading.local()
         self._holds, self._release_deferred = 0, False  # host views alive (hold()); close() waiting for them
         self._hold_lock = threading.Lock()
         poisoned = contextregistry.register(self, handle)
@@ -88,6 +87,7 @@ class Context:
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuDevicePrimaryCtxRetain(byref(handle), dev.handle)
+        contextstack.created(handle.value or 0)
         return cls(handle.value or 0, dev, primary=True)
 
     @classmethod
@@ -97,6 +97,7 @@ class Context:
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
+        contextstack.created(handle.value or 0)
         cu.cuCtxPopCurrent(byref(c_void_p()))
         return cls(handle.value or 0, dev, primary=False)
 
@@ -147,27 +148,19 @@ class Context:
     def __enter__(self) -> Context:
         self.check_usable()
         cu.cuCtxPushCurrent(self._handle)
-        self._enter_stack.depth = getattr(self._enter_stack, "depth", 0) + 1  # this thread's open blocks
-        contextstack.enter_block(self._handle)
+        contextstack.enter_block(self._handle, self)  # this thread's open blocks, in order
         return self
 
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        depth = getattr(self._enter_stack, "depth", 0)
-        if depth == 0:  # it would pop what this thread's own code pushed, and leave the count at -1
+        # (closed: the entry may name a destroyed context; forked: the child's driver is unusable -- every call
+        # fails with CUDA_ERROR_NOT_INITIALIZED -- and a block ending there, sys.exit() inside it, must not raise)
+        if not contextstack.end_block(self._handle, pop=not self.forked, quiet=self._closed):
             raise RuntimeError(
                 f"{self!r}.__exit__ on a thread that did not enter it: a `with ctx:` block pushes onto the stack "
                 "of the thread that entered it, and only that thread's matching __exit__ may pop (once per enter)"
             )
-        self._enter_stack.depth = depth - 1
-        popped = getattr(self._enter_stack, "popped_by_close", 0)
-        if popped:  # closed inside the block: close() took this block's entry off the stack already
-            self._enter_stack.popped_by_close = popped - 1
-            return
-        contextstack.exit_block(self._handle)
-        with contextlib.suppress(CudaError) if self._closed else contextlib.nullcontext():
-            cu.cuCtxPopCurrent(byref(c_void_p()))  # (closed: the entry may name a destroyed context)
 
     # --- using it -----------------------------------------------------------------------------------------
     def synchronize(self) -> None:
@@ -266,7 +259,9 @@ class Context:
             if not self._release_deferred:
                 self._release_handle()
             elif not self.is_primary and self._poison is None and not self.forked:
-                self._leave_thread(contextstack.leave)  # nothing may run in it now, though it lives on a while
+                contextstack.leave(
+                    self._handle, self.device.handle
+                )  # nothing may run in it now, though it lives on a while
         if errors:
             raise errors[0]
 
@@ -290,13 +285,7 @@ class Context:
         if self.is_primary:
             _release_primary(self._handle, self.device.handle)  # (never pops: the thread keeps what it had)
         else:
-            self._leave_thread(contextstack.destroy)
-
-    def _leave_thread(self, how: Callable[..., int]) -> None:
-        """Take this created context off this thread (``how``: contextstack.leave, or .destroy), telling each
-        open `with ctx:` block whose entry went (a count: `with ctx: with ctx: ctx.close()` removed two)."""
-        gone = getattr(self._enter_stack, "popped_by_close", 0)  # (a deferred close left the thread already)
-        self._enter_stack.popped_by_close = gone + how(self._handle, self.device.handle)
+            contextstack.destroy(self._handle, self.device.handle)
 
     # --- host views: memory that numpy may still read after close() --------------------------------------------
     def hold(self) -> None:

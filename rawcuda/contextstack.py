@@ -18,14 +18,16 @@ closing context, leaving the thread with what lay below, often nothing: CuPy's n
   stack is removed, wherever it lies -- before ``cuCtxDestroy``, which pops only a context on top and
   leaves one lower down where it is, destroyed (cuda.h) -- and every other entry stays, in its order. So a
   close that *waits* for host views takes the closed context off the thread just the same (nothing may run
-  in a context rawcuda has closed). Each open ``with`` block of it on this thread is told (a count per
-  thread) that its entry is gone, so its ``__exit__`` pops nothing;
+  in a context rawcuda has closed). Each open ``with`` block on this thread whose entry went is marked
+  (this module keeps the thread's blocks: :func:`enter_block`, :func:`end_block`), and its ``__exit__``
+  pops nothing;
 * an entry that no block of the closing context accounts for was made current by a call: ``activate()``
   put it *in place of* what was on top. Where that was another context's open ``with`` block on this
   thread, the block's own context takes the entry back -- its ``__exit__`` pops it as the block expects
   (``with a: b_buffer.copy...; b.close()`` left the thread with nothing under CuPy's primary otherwise: a's
   exit popped the primary). Which block? Every block pushed one entry, in order, so the open blocks of this
-  thread (:func:`enter_block`, :func:`exit_block`) are the topmost entries of the stack, one each. Below
+  thread whose entries are still there are the topmost entries of the stack, one each. A *closed* block's
+  context is never pushed back (it is destroyed): its entry goes, and that block is marked too. Below
   every block, the replaced entry cannot be known: if nothing lies below it, the device's primary context
   takes its place, **if it is active** (:func:`put_primary_back`). (A block's own entry, with nothing
   below, is simply removed: its ``__exit__`` would have left nothing, as the thread began.)
@@ -45,15 +47,23 @@ primary while it uses it, so this is left as it is.
 
 What cannot be helped: a context closed on thread B stays current, destroyed, on thread A -- only A can
 change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.current); another
-library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it.
+library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it. What rawcuda
+does see to: a walk on A (another close there) never pushes such an entry back -- the driver accepts the
+push, and the pop that follows crashes the process -- and A's block of it then pops nothing. (Known only by
+address: another library's context created at the address of one rawcuda destroyed is taken for the dead
+one, and a close walking A's stack drops it. Addresses are reused, so this can happen; it needs a library
+that creates contexts of its own, not the primary context CuPy and torch use.)
 """
 
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
-from collections.abc import Iterator
+import weakref
+from collections.abc import Callable, Iterator
 from ctypes import byref, c_int, c_uint, c_void_p
+from typing import Any
 
 from .checked import cu
 from .checked.errors import CudaError
@@ -61,33 +71,94 @@ from .current import peek_current
 
 NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no context (NULL)
 #: How deep :func:`leave` walks a thread's stack at most: a guard against a driver that never runs empty, far
-#: beyond any real nesting (each entry is one open block or push).
-MAX_STACK_WALK = 4096
+#: beyond any real nesting (each entry is one open block or push). Not 4096: 5000 nested blocks (an ExitStack
+#: in a loop) are legal, and a walk cut short pushes its entries back above the ones it never saw, so the
+#: blocks' slots are misread (attack a10, round 7: the destroyed context stayed current).
+MAX_STACK_WALK = 1 << 20
+
+
+class _Block:
+    """One open ``with ctx:`` block on this thread: the handle it pushed, its Context (weakly: a block never
+    keeps a context alive), and whether a close took its entry off the stack (then its exit pops nothing)."""
+
+    __slots__ = ("gone", "handle", "in_walk", "owner")
+
+    def __init__(self, handle: int, owner: Any) -> None:
+        self.handle = handle
+        self.owner = weakref.ref(owner)
+        self.gone = False
+        # Entered by a finalizer inside a walk of this thread's stack: its push and its pop both happen on the
+        # half-walked stack, balanced, so its pop is never deferred (a deferred one found it pushed back lower)
+        self.in_walk = _blocks.leaving is not None
+
+    def closed(self) -> bool:
+        owner = self.owner()
+        return owner is None or bool(owner.closed)
 
 
 class _Blocks(threading.local):
-    """This thread's open ``with ctx:`` blocks, outermost first: the context handle each one pushed."""
+    """This thread's open ``with ctx:`` blocks, outermost first."""
 
     def __init__(self) -> None:
-        self.handles: list[int] = []
+        self.open: list[_Block] = []
+        # While leave() walks this thread's stack: the handles of contexts closed or collected meanwhile (a
+        # finalizer ran inside the walk -- the GC may run at any allocation), whose entries the walk takes off too.
+        self.leaving: set[int] | None = None
+        # ... and what such finalizers would have done to the half-popped stack -- a destroy (cuCtxDestroy pops
+        # the context if it is on top), a suspended generator's `with` block ending (it pops the top) -- done
+        # once the walk has put the stack back (attack a01, round 7: nothing, or the wrong context, was left).
+        self.after_walk: list[Callable[[], None]] = []
 
 
 _blocks = _Blocks()
 
+#: Created contexts rawcuda destroyed, by handle -- on any thread. One may still lie on another thread's stack
+#: (cuCtxDestroy pops only the caller's), and a walk there must never push it back: the driver takes the push
+#: of a destroyed context, and the pop that follows crashes the process (a segfault in cuCtxPopCurrent on the
+#: H200, driver 580). A handle leaves the set when a new context gets the same address (:func:`created`).
+_destroyed: set[int] = set()
 
-def enter_block(handle: int) -> None:
-    """A ``with`` block pushed ``handle`` on this thread (Context.__enter__, after its push)."""
-    _blocks.handles.append(handle)
+
+def created(handle: int) -> None:
+    """``cuCtxCreate`` or a primary retain returned ``handle``: a live context now, even if a destroyed one had
+    that address."""
+    _destroyed.discard(handle)
 
 
-def exit_block(handle: int) -> None:
-    """A ``with`` block of ``handle`` ends on this thread with its entry still on the stack (Context.__exit__,
-    before its pop); a block whose entry a close removed was taken off the list by :func:`leave`."""
-    handles = _blocks.handles
-    for i in range(len(handles) - 1, -1, -1):
-        if handles[i] == handle:
-            del handles[i]
-            return
+def enter_block(handle: int, owner: Any) -> None:
+    """A ``with`` block of ``owner`` pushed ``handle`` on this thread (Context.__enter__, after its push)."""
+    _blocks.open.append(_Block(handle, owner))
+
+
+def end_block(handle: int, *, pop: bool, quiet: bool) -> bool:
+    """A ``with`` block of ``handle`` ends on this thread (Context.__exit__): its record goes, and its entry is
+    popped -- unless a close took it off already (contextstack.leave), or ``pop`` is False (a forked child's
+    driver is unusable). ``quiet``: suppress the driver's error (the entry may name a destroyed context).
+    False, doing nothing, if this thread has no open block of ``handle`` (an exit without an enter here).
+
+    Inside a walk of this thread's stack (a generator suspended in the block, collected meanwhile), the pop
+    waits for the walk to put the stack back, and is done then only if the block's context is on top, where
+    its entry is -- and not if the walk took that entry off meanwhile."""
+    blocks = _blocks.open
+    for i in range(len(blocks) - 1, -1, -1):
+        if blocks[i].handle == handle:
+            block = blocks.pop(i)
+            break
+    else:
+        return False
+    if block.gone or not pop:
+        return True
+    if _blocks.leaving is not None and not block.in_walk:
+        _blocks.after_walk.append(functools.partial(_pop_if_on_top, block))
+        return True
+    with contextlib.suppress(CudaError) if quiet else contextlib.nullcontext():
+        cu.cuCtxPopCurrent(byref(c_void_p()))
+    return True
+
+
+def _pop_if_on_top(block: _Block) -> None:
+    if not block.gone and peek_current() == block.handle:
+        cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
 @contextlib.contextmanager
@@ -107,10 +178,10 @@ def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
             cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
-def leave(handle: int, device: int) -> int:
-    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and return
-    how many of the removed entries belong to this thread's ``with`` blocks of it: their ``__exit__`` must not
-    pop again. Never raises: it runs while a context is being closed.
+def leave(handle: int, device: int) -> None:
+    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and mark
+    each open ``with`` block whose entry went, so that its ``__exit__`` pops nothing. Never raises: it runs
+    while a context is being closed.
 
     Why the whole stack, not only its top? Entries of the closing context can lie anywhere in it: ``with C:
     with C:`` pushed two, ``C.synchronize(); with C:`` has one made by a call under one made by the block, and
@@ -120,6 +191,24 @@ def leave(handle: int, device: int) -> int:
     that block's own; in another block's slot, a call made C current in place of that block's context,
     which takes its slot back; below every block, what it replaced cannot be known: where nothing lies
     below it, the primary takes its place (:func:`put_primary_back`)."""
+    if _blocks.leaving is not None:  # re-entered from a finalizer, with the stack half popped: the walk
+        _blocks.leaving.add(handle)  # under way takes this one's entries off as well
+        return
+    _blocks.leaving = set()
+    try:
+        _walk(handle, device, _blocks.leaving)
+    finally:
+        _blocks.leaving = None
+        deferred, _blocks.after_walk = _blocks.after_walk, []
+        for action in deferred:
+            with contextlib.suppress(CudaError):  # (a finalizer's work: nobody to report to)
+                action()
+
+
+def _walk(handle: int, device: int, collected: set[int]) -> None:
+    # The open blocks, taken before anything is popped: a block that a finalizer ends during the pops (its
+    # record goes at once, its pop waits: end_block) still has its entry among those popped here.
+    blocks = [block for block in _blocks.open if not block.gone]
     entries: list[int] = []
     while len(entries) < MAX_STACK_WALK and (top := peek_current()) != NOTHING_CURRENT:
         try:
@@ -128,31 +217,38 @@ def leave(handle: int, device: int) -> int:
             break
         entries.append(top)
     entries.reverse()  # bottom first
-    blocks = _blocks.handles
-    # Entry i is block slot i - first (more blocks than entries -- something popped behind rawcuda's back --
-    # leaves the outermost blocks without one).
+    # The blocks' entries are the topmost, one each: entry i is block slot i - first (more blocks than entries
+    # -- something popped behind rawcuda's back -- leaves the outermost ones without one).
     first = len(entries) - len(blocks)
+
+    def slot(i: int) -> _Block | None:
+        return blocks[i - first] if i >= first else None
+
     mine = [i for i, entry in enumerate(entries) if entry == handle]
-    own = {i for i in mine if i >= first and blocks[i - first] == handle}
+    own = {i: block for i in mine if (block := slot(i)) is not None and block.handle == handle}
     # A block of C whose slot holds something else had an entry pushed above it (another library's push):
-    # its own entry lies lower -- the topmost entries of C not matched yet.
-    unmatched = blocks.count(handle) - len(own)
-    if unmatched > 0:
-        own.update([i for i in mine if i not in own][-unmatched:])
+    # its own entry lies lower -- the topmost entries of C not matched yet, for the innermost such blocks.
+    spare = [block for block in blocks if block.handle == handle and block not in own.values()]
+    for i, block in zip(reversed([i for i in mine if i not in own]), reversed(spare), strict=False):
+        own[i] = block
     for i, entry in enumerate(entries):
-        block = blocks[i - first] if i >= first else None
-        if entry != handle:
+        block = slot(i)
+        # Dead entries go as the closing context's do: one collected during this walk, one destroyed on
+        # another thread (its own block, if it has one here, is then told, like a closing context's block)
+        dead = entry in collected or entry in _destroyed
+        if entry != handle and not dead:
             _push(entry)  # (lost only if the driver refuses a context it listed)
-        elif i in own:  # a block's own entry: gone, and its __exit__ is told
-            continue
-        elif block is not None:  # a call made C current inside that block, in place of the block's context
-            _push(block)
-        else:
+        elif i in own:  # a block's own entry: gone, and its exit will pop nothing
+            own[i].gone = True
+        elif dead and block is not None and block.handle == entry:
+            block.gone = True
+        elif block is not None and not block.closed():  # a call made C current inside another block, in place
+            _push(block.handle)  # of the block's context: it takes its slot back
+        elif block is not None:  # ... of a closed block's: nothing may be pushed back, and its exit pops nothing
+            block.gone = True
+        else:  # below every block, what the call replaced cannot be known
             with contextlib.suppress(CudaError):
                 put_primary_back(device)  # (does nothing when something lies below)
-    for _ in own:  # the innermost blocks of C are the ones whose entries went
-        exit_block(handle)
-    return len(own)
 
 
 def _push(handle: int) -> None:
@@ -170,15 +266,25 @@ def put_primary_back(device: int) -> None:
         return
     primary = c_void_p()
     cu.cuDevicePrimaryCtxRetain(byref(primary), device)
+    created(primary.value or 0)  # (live, whatever rawcuda destroyed at its address before)
     try:
         cu.cuCtxSetCurrent(primary.value)
     finally:
         cu.cuDevicePrimaryCtxRelease(device)
 
 
-def destroy(handle: int, device: int) -> int:
-    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`, whose
-    count it returns). Raises what the destroy raises."""
-    popped = leave(handle, device)
-    cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
-    return popped
+def destroy(handle: int, device: int) -> None:
+    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`). Raises
+    what the destroy raises -- but inside a walk of this thread's stack (a finalizer ran there) it runs once
+    the walk is over, and a failure then has nobody to be reported to."""
+    if _blocks.leaving is not None:  # its entries go with the walk's, and the destroy waits for the stack to
+        _blocks.leaving.add(handle)  # be whole again: then a walk of its own, as if it came after
+        _blocks.after_walk.append(functools.partial(destroy, handle, device))
+        return
+    leave(handle, device)
+    _destroyed.add(handle)  # (before the destroy: another thread's walk must not push it back meanwhile)
+    try:
+        cu.cuCtxDestroy(handle)  # (pops nothing now: the context is on no entry of this thread's stack)
+    except BaseException:
+        _destroyed.discard(handle)
+        raise

@@ -42,9 +42,12 @@ import numpy as np
 
 from .dlpackargs import HOST, Plan, negotiate
 from .ffi.dlpack import (
+    BITS_PER_BYTE,
     DELETER,
     DLPACK_VERSION,
+    FAITHFUL_BITS,
     LEGACY_NAMES,
+    NUMPY_KIND_CODES,
     VERSIONED_NAMES,
     CapsuleNames,
     DLDataType,
@@ -60,31 +63,24 @@ from .ffi.dlpack import (
     immortal,
 )
 
-_BITS_PER_BYTE = 8
-#: numpy's kind letter -> the DLPack type code of that kind of number
-_CODES = {"i": DLDataTypeCode.INT, "u": DLDataTypeCode.UINT, "f": DLDataTypeCode.FLOAT, "c": DLDataTypeCode.COMPLEX}
-#: numpy's kind letter -> the item sizes (bytes) whose DLPack type means exactly what numpy stores. Not
-#: longdouble: on x86-64 numpy's float128 is the x87 80-bit format padded to 16 bytes, while kDLFloat with 128
-#: bits means IEEE binary128; and clongdouble's 256 bits do not even fit DLDataType.bits (a uint8).
-_FAITHFUL_SIZES = {"i": (1, 2, 4, 8), "u": (1, 2, 4, 8), "f": (2, 4, 8), "c": (8, 16)}
-
 
 # --- element types ------------------------------------------------------------------------------------------------
 def dl_data_type(dtype: np.dtype) -> DLDataType:
     """The DLPack type of a numpy dtype (BufferError for one DLPack cannot describe)."""
     if dtype.kind == "b":
-        return DLDataType(DLDataTypeCode.BOOL, _BITS_PER_BYTE, 1)  # one byte of storage per bool
-    code = _CODES.get(dtype.kind)
+        return DLDataType(DLDataTypeCode.BOOL, BITS_PER_BYTE, 1)  # one byte of storage per bool
+    code = NUMPY_KIND_CODES.get(dtype.kind)
     if code is None or dtype.fields is not None or dtype.subdtype is not None:
         raise BufferError(f"dtype {dtype} has no DLPack type (only bool, integers, floats and complex numbers do)")
     if not dtype.isnative:
         raise BufferError(f"dtype {dtype} is not in this machine's byte order; DLPack data always is")
-    if dtype.itemsize not in _FAITHFUL_SIZES[dtype.kind]:
+    bits = dtype.itemsize * BITS_PER_BYTE
+    if bits not in FAITHFUL_BITS[code]:
         raise BufferError(
             f"dtype {dtype} ({dtype.itemsize} bytes) has no faithful DLPack type: numpy's long double is not "
             "IEEE binary128 (what kDLFloat with 128 bits means); convert first, e.g. a.astype(np.float64)"
         )
-    return DLDataType(code, dtype.itemsize * _BITS_PER_BYTE, 1)
+    return DLDataType(code, bits, 1)
 
 
 # --- the registry: every export not yet given back --------------------------------------------------------------

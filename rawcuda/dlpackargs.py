@@ -18,6 +18,7 @@ import numbers
 from dataclasses import dataclass
 from typing import Any
 
+from .ffi.constants import ADDRESS_LIMIT
 from .ffi.dlpack import (
     STREAM_AMBIGUOUS,
     STREAM_LEGACY,
@@ -29,7 +30,6 @@ from .ffi.hostmap import is_bad_stream
 
 #: The consumer is the host: it has no stream, so the producer waits (a Plan.sync value).
 HOST = "host"
-MAX_STREAM = 1 << 64  # a CUstream is a pointer
 
 
 @dataclass(frozen=True)
@@ -78,23 +78,31 @@ def negotiate(
 
 
 def _device_pair(dl_device: Any) -> tuple[int, int]:
-    try:
-        kind, ordinal = dl_device
-        if isinstance(kind, bool) or isinstance(ordinal, bool):
-            raise TypeError
-        return int(kind), int(ordinal)
-    except (TypeError, ValueError):
-        raise TypeError(f"dl_device must be a (device_type, device_id) pair of ints, not {dl_device!r}") from None
+    pair = int_pair(dl_device)
+    if pair is None:
+        raise TypeError(f"dl_device must be a (device_type, device_id) pair of ints, not {dl_device!r}")
+    return pair
 
 
 def _versioned(max_version: Any) -> bool:
     if max_version is None:
         return False  # a consumer from before DLPack 1.0: the legacy struct and name
+    pair = int_pair(max_version)
+    if pair is None:
+        raise TypeError(f"max_version must be None or a (major, minor) pair of ints, not {max_version!r}")
+    return pair[0] >= VERSIONED_MAJOR
+
+
+def int_pair(value: Any) -> tuple[int, int] | None:
+    """``value`` as two ints, or None: any integer type (numpy's too), never a bool, a float or a string --
+    int() would read 2.7 as 2 and "1" as 1, as the stream check refuses to."""
     try:
-        major, _minor = (int(part) for part in max_version)
+        first, second = value
     except (TypeError, ValueError):
-        raise TypeError(f"max_version must be None or a (major, minor) pair of ints, not {max_version!r}") from None
-    return major >= VERSIONED_MAJOR
+        return None
+    if any(isinstance(part, bool) or not isinstance(part, numbers.Integral) for part in (first, second)):
+        return None
+    return int(first), int(second)
 
 
 def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str | None:
@@ -116,7 +124,7 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
             "stream=0 is forbidden by the DLPack protocol (it could mean either default stream): pass 1 for "
             "the legacy default stream, 2 for the per-thread one, or the CUstream itself"
         )
-    if not 0 < stream < MAX_STREAM:
+    if not 0 < stream < ADDRESS_LIMIT:
         raise ValueError(f"stream={stream} is not a CUstream handle, 1, 2 or -1")
     if is_bad_stream(stream):
         # (the driver would read the handle as a pointer and crash the process: rawcuda.ffi.hostmap says why)
@@ -129,4 +137,4 @@ def _sync(stream: Any, host_consumer: bool, host_accessible: bool) -> int | str 
     return stream
 
 
-__all__ = ["HOST", "MAX_STREAM", "Plan", "negotiate"]
+__all__ = ["HOST", "Plan", "negotiate"]

@@ -27,9 +27,13 @@ from typing import Any
 
 import numpy as np
 
+from .ffi.constants import ADDRESS_LIMIT
 from .ffi.dlpack import (
+    BITS_PER_BYTE,
     CALL_DELETER,
+    FAITHFUL_BITS,
     LEGACY_NAMES,
+    NUMPY_KIND_CODES,
     VERSIONED_MAJOR,
     VERSIONED_NAMES,
     CapsuleNames,
@@ -46,21 +50,12 @@ from .ffi.dlpack import (
 from .loans import Loan
 
 #: numpy's limit on dimensions; a larger ``ndim`` is a corrupt or hostile struct, not an array.
-ADDRESS_LIMIT = 1 << 64  # a device pointer is 64 bits (CUdeviceptr)
 MAX_NDIM = 64
 #: DLPack type code -> numpy's letter for that kind of number (the size comes from ``bits``).
-_KINDS = {DLDataTypeCode.INT: "i", DLDataTypeCode.UINT: "u", DLDataTypeCode.FLOAT: "f", DLDataTypeCode.COMPLEX: "c"}
-_BITS_PER_BYTE = 8
+_KINDS = {code: kind for kind, code in NUMPY_KIND_CODES.items()}
 #: kDLFloat with this many bits is IEEE binary128 (quadruple precision), which numpy has no dtype for:
 #: np.dtype("f16") is x87 extended precision on x86-64 -- another format of the same size.
 _IEEE_QUAD_BITS = 128
-#: DLPack type code -> the sizes (bits) whose numpy dtype stores exactly what DLPack means.
-_FAITHFUL_BITS = {
-    DLDataTypeCode.INT: (8, 16, 32, 64),
-    DLDataTypeCode.UINT: (8, 16, 32, 64),
-    DLDataTypeCode.FLOAT: (16, 32, 64),
-    DLDataTypeCode.COMPLEX: (64, 128),
-}
 
 
 @dataclass(frozen=True)
@@ -154,13 +149,13 @@ def numpy_dtype(dl: DLDataType) -> np.dtype:
     code, bits, lanes = int(dl.code), int(dl.bits), int(dl.lanes)
     if lanes != 1:
         raise BufferError(f"DLPack vector elements ({lanes} lanes of {bits} bits) have no numpy dtype")
-    if code == DLDataTypeCode.BOOL and bits == _BITS_PER_BYTE:
+    if code == DLDataTypeCode.BOOL and bits == BITS_PER_BYTE:
         return np.dtype(np.bool_)
     if code == DLDataTypeCode.BFLOAT:
         raise BufferError("bfloat16 has no numpy dtype: convert first (torch: x.float(), or x.view(torch.int16))")
     kind = _KINDS.get(code)  # type: ignore[call-overload]
-    if kind is not None and bits in _FAITHFUL_BITS[code]:  # type: ignore[index]
-        return np.dtype(f"{kind}{bits // _BITS_PER_BYTE}")
+    if kind is not None and bits in FAITHFUL_BITS[code]:  # type: ignore[index]
+        return np.dtype(f"{kind}{bits // BITS_PER_BYTE}")
     if code == DLDataTypeCode.FLOAT and bits == _IEEE_QUAD_BITS:
         raise BufferError(
             "DLPack kDLFloat with 128 bits is IEEE binary128 (quadruple precision), which numpy has no dtype for "

@@ -35,13 +35,15 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context, default_context
 from .devicebuffer import DeviceBuffer
+from .dlpackargs import int_pair
 from .dlpackread import Tensor, is_capsule, read, take
 from .elements import normalize_dtype, normalize_shape
 from .ffi.attributes import PointerAttribute
 from .ffi.dlpack import DLPACK_VERSION, STREAM_LEGACY, DLDeviceType
 from .ffi.types import CUdeviceptr
-from .interop import foreign_pointer, order_after
+from .interop import NO_INTERFACE, foreign_pointer, order_after, read_interface
 from .loans import Loan
+from .resource import capture_deferral
 from .stream import Stream, stream_handle
 
 #: The DLPack device types whose memory a kernel of a rawcuda context can use.
@@ -123,7 +125,14 @@ def _export(obj: Any, stream: Stream | None, context: Context | None) -> tuple[A
     ordinal = 0
     device_of = getattr(obj, "__dlpack_device__", None)
     if device_of is not None:
-        kind, ordinal = (int(part) for part in device_of())
+        said = device_of()
+        pair = int_pair(said)  # ints only, as a consumer's dl_device must be: int() would read 2.9 and '2'
+        if pair is None:
+            raise BufferError(
+                f"{type(obj).__name__}.__dlpack_device__() returned {said!r}, not a (device_type, device_id) "
+                "pair of ints: its producer is broken, so where the array lives is unknown"
+            )
+        kind, ordinal = pair
         _check_kind(kind, type(obj).__name__)
     ctx = _context(context, stream, ordinal)
     if stream is not None and stream.capturing is not None:
@@ -131,6 +140,8 @@ def _export(obj: Any, stream: Stream | None, context: Context | None) -> tuple[A
             f"{stream!r} is being captured: the producer's wait would be recorded into the graph; adopt the "
             "array before the capture begins"
         )
+    if stream is None:  # the producer will make the legacy stream wait: that would invalidate an open capture
+        capture_deferral.refuse_legacy("adopting an array for stream=None", ctx.raw_handle)
     handle = stream_handle(stream, ctx) or STREAM_LEGACY  # 0 is forbidden in the protocol: None means legacy
     try:
         return exporter(stream=handle, max_version=DLPACK_VERSION), ctx
@@ -168,23 +179,26 @@ def adopt(
     whose ``__dlpack__`` refuses (BufferError) is adopted through its interface, if it has one."""
     if is_capsule(obj):
         return _adopt_capsule(obj, None, context, read_only)
+    cai: Any = NO_INTERFACE  # read once (interop.read_interface says why)
     if hasattr(obj, "__dlpack__"):
         try:
             capsule, ctx = _export(obj, stream, context)
-        except BufferError:
-            if not hasattr(obj, "__cuda_array_interface__"):
+        except BufferError:  # (refused for the legacy stream in a capture: the interface's wait is refused too)
+            cai = read_interface(obj)
+            if cai is NO_INTERFACE:
                 raise
         else:
             return _adopt_capsule(capsule, obj, ctx, read_only)
-    if not hasattr(obj, "__cuda_array_interface__"):
+    if cai is NO_INTERFACE:
+        cai = read_interface(obj)
+    if cai is NO_INTERFACE:
         raise TypeError(
             f"adopt takes a GPU array with __dlpack__ or __cuda_array_interface__, not {type(obj).__name__}; "
             "host memory is copied with rawcuda.DeviceBuffer.from_array(a)"
         )
     name = type(obj).__name__
     waits: list[int] = []
-    ptr = foreign_pointer(obj, True, waits)  # malformed, strided, masked, stream 0: ForeignArrayError
-    cai = obj.__cuda_array_interface__
+    ptr = foreign_pointer(obj, True, waits, cai)  # malformed, strided, masked, stream 0: ForeignArrayError
     shape, dtype = normalize_shape(tuple(cai["shape"])), normalize_dtype(cai["typestr"])
     if cai["data"][1] and not read_only:
         raise BufferError(_read_only_message(name))

@@ -185,11 +185,12 @@ class Function:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self._ref  # named in the error if a sticky fault ever poisons the context
         self.last_prepared = prepared
-        target = self._legacy if stream is None else stream
-        if target.capturing is None:  # a captured launch runs at replay, not now: rawcuda.pending says why
-            for memory in packed.pending:  # the buffers' memory it may still be writing (views share their base's)
-                if memory.last() is not target:  # the same stream again costs this one call per buffer, no more
-                    memory.record(target)
+        if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
+            target = self._legacy if stream is None else stream
+            if target.capturing is None:  # a captured launch runs at replay, not now: rawcuda.pending says why
+                for memory in packed.pending:
+                    if memory.last() is not target:  # the same stream again costs this one call per buffer
+                        memory.record(target)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
@@ -348,23 +349,24 @@ class BoundLaunch:
     def __call__(self) -> None:
         if self._generation != closes.generation:
             self._bind()
+        elif self._reread:  # a foreign array: its address and stream are read again at every launch
+            packed = self._packed = self.function.pack(self.args)  # (the configuration stays as prepared)
+            self._call = (*self._call[:-2], packed.array, None)
         fn = self.function
         ctx = fn.context
         if ctx.unusable is not None:
             ctx.check_usable()
-        if self._reread:  # a foreign array: its address and stream are read again at every launch
-            self._bind()
-            if self._packed.waits:
-                ctx.activate()
-                order_after(self._packed.waits, self._spec[3], ctx)
+        if self._packed.waits:  # (only a foreign array's pack has any: a reread one)
+            ctx.activate()
+            order_after(self._packed.waits, self._spec[3], ctx)
         rc = _launch_kernel.call(*self._call)
         if rc:
             launch_failed(rc, ctx, self._call)
         ctx.last_launch_ref = fn._ref
         fn.last_prepared = self._call
-        target = self._target
-        if target.capturing is None:  # as in Function.launch
-            for memory in self._packed.pending:
+        pending, target = self._packed.pending, self._target
+        if pending and target.capturing is None:  # as in Function.launch
+            for memory in pending:
                 if memory.last() is not target:
                     memory.record(target)
         if SYNC_LAUNCHES:

@@ -35,6 +35,7 @@ from .devicebuffer import DeviceBuffer
 from .ffi.constants import GraphExecUpdateResult, GraphInstantiateFlag
 from .ffi.types import CUgraphExecUpdateResultInfo
 from .function import Function
+from .growable import GrowableBuffer
 from .kernelnode import KernelNode, kernel_node_params
 from .resource import Resource, closes
 from .stream import Stream, stream_handle
@@ -201,7 +202,7 @@ class GraphExec(Resource):
             item = pending.pop()
             if isinstance(item, tuple | list):
                 pending.extend(item)
-            elif isinstance(item, DeviceBuffer | Function) and item.closed:
+            elif isinstance(item, DeviceBuffer | GrowableBuffer | Function) and item.closed:
                 raise ClosedError(
                     f"{item!r} was closed, but {self!r} still uses it: replaying would touch freed "
                     "memory; give the graph new arguments (set_kernel_args / update) first"

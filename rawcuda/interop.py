@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import numbers
 import threading
+from collections.abc import Mapping
 from ctypes import byref, c_int, c_void_p
 from typing import Any
 
@@ -31,28 +32,50 @@ from .checked import cu
 from .checked.errors import CudaError
 from .context import Context
 from .current import WRONG_CONTEXT_CODES
-from .ffi.constants import STREAM_LEGACY, EventFlag, EventWaitFlag, StreamCaptureMode
+from .ffi.constants import (
+    ADDRESS_LIMIT,
+    LEGACY_STREAM_HANDLES,
+    STREAM_AMBIGUOUS,
+    EventFlag,
+    EventWaitFlag,
+    StreamCaptureMode,
+)
 from .ffi.hostmap import is_bad_stream
+from .resource import capture_deferral
 from .stream import Stream
 
 #: The CAI versions whose ``stream`` key means "order your work after this stream" (2 had no such key).
 STREAM_AWARE_VERSION = 3
-#: The spec forbids 0 for ``stream``: it could mean the legacy or the per-thread default stream.
-AMBIGUOUS_STREAM = 0
-MAX_HANDLE = 1 << 64  # a CUstream is a pointer: 64 bits
-#: What a launch "on no stream" (rawcuda's stream=None, handle 0) is: the legacy default stream.
-_LEGACY_ALIASES = frozenset({0, STREAM_LEGACY})
 
 
 class ForeignArrayError(TypeError):
     """An object with ``__cuda_array_interface__`` that cannot be passed as it is (raised before the launch)."""
 
 
-def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
+#: What :func:`read_interface` returns for an object without ``__cuda_array_interface__`` (None is no mark:
+#: a broken producer's property may return it, and that must be reported as malformed, not as absent).
+NO_INTERFACE: Any = object()
+
+
+def read_interface(value: Any) -> Any:
+    """``value.__cuda_array_interface__``, read once, or NO_INTERFACE. Once: a producer may build a new dict at
+    each read (a property), and the pointer, the shape and the stream must come from the same one -- so no
+    ``hasattr()`` first, which calls the property too. Its own exceptions, but AttributeError, go through."""
+    return getattr(value, "__cuda_array_interface__", NO_INTERFACE)
+
+
+def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int], cai: Any = NO_INTERFACE) -> int:
     """The device address of a CAI object, after checking what a bare pointer cannot carry; appends the
-    producer's stream to ``waits`` when the launch must be ordered after it."""
+    producer's stream to ``waits`` when the launch must be ordered after it. ``cai``: the interface already
+    read by :func:`read_interface` (read here when not given)."""
     name = type(value).__name__
-    cai = value.__cuda_array_interface__  # the producer's own exception, if its property raises, goes through
+    if cai is NO_INTERFACE:
+        cai = value.__cuda_array_interface__  # the producer's own exception, if its property raises, goes through
+    if not isinstance(cai, Mapping):
+        raise ForeignArrayError(
+            f"this {name}'s __cuda_array_interface__ is {type(cai).__name__}, not a dict: version 3 of the "
+            "interface is a dict with 'data' = (pointer, read_only), 'shape', 'typestr' and 'version'"
+        )
     try:
         ptr, read_only = cai["data"]
         ptr = int(ptr or 0)
@@ -87,9 +110,9 @@ def foreign_pointer(value: Any, read_only_ok: bool, waits: list[int]) -> int:
             "order from the pointer: pass a contiguous copy (torch: x.contiguous(); CuPy: cupy.ascontiguousarray(x))"
         )
     if stream is not None:
-        if not 0 <= stream < MAX_HANDLE:
+        if not 0 <= stream < ADDRESS_LIMIT:
             raise ForeignArrayError(f"this {name} names stream {stream}, which is not a CUstream handle")
-        if stream == AMBIGUOUS_STREAM:
+        if stream == STREAM_AMBIGUOUS:
             raise ForeignArrayError(
                 f"this {name} names stream 0, which the CUDA Array Interface forbids (it is ambiguous): its "
                 "producer should say 1 (legacy default stream) or 2 (per-thread default stream)"
@@ -147,8 +170,11 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
         return
     stream = 0 if launch_stream is None else launch_stream.handle
     for producer in waits:
-        if producer == stream or (producer in _LEGACY_ALIASES and stream in _LEGACY_ALIASES):
+        if producer == stream or (producer in LEGACY_STREAM_HANDLES and stream in LEGACY_STREAM_HANDLES):
             continue  # one stream: already in order
+        if producer in LEGACY_STREAM_HANDLES or stream in LEGACY_STREAM_HANDLES:
+            # (an event recorded on, or waited for by, the legacy stream: the driver would invalidate a capture)
+            capture_deferral.refuse_legacy("ordering after another library's stream", context.raw_handle)
         with _order_lock:
             event = context.cache.get(_CACHE_KEY)
             if event is None:

@@ -12,13 +12,12 @@ cust's, not a stand-in for a compile-time one.
 The rules, per parameter:
 
 * 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX) take a
-  ``DeviceBuffer`` (its address), anything with ``__cuda_array_interface__`` (a torch or CuPy array, read as
-  :mod:`rawcuda.interop` says: its stream waited for, read-only and strided arrays refused), a Python ``int``
-  or an 8-byte numpy integer. A *host* numpy array is refused: its address means nothing to the GPU.
+  ``DeviceBuffer`` or ``GrowableBuffer`` (its address), anything else with ``__cuda_array_interface__`` (a
+  torch or CuPy array, read as :mod:`rawcuda.interop` says: its stream waited for, read-only and strided
+  arrays refused), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused.
 * Other integer parameters take a Python ``int`` or a numpy integer of exactly that width.
-* A Python ``int`` must fit the parameter, by the rule below. What it may not do is arrive *wrapped*:
-  a ``size_t`` given -1 becomes 2^64 - 1 and the kernel walks off its buffer; an ``int`` given 2^31
-  becomes -2^31 and the kernel does nothing.
+* A Python ``int`` must fit the parameter, by the rule below -- never arrive *wrapped* (-1 as a ``size_t`` is
+  2^64 - 1, and the kernel walks off its buffer; 2^31 as an ``int`` is -2^31, and it does nothing).
 
 Which ints fit -- from what nvcc really writes. Compiling ``extern "C" __global__ void k(int, unsigned, short,
 char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32, .u32, .u16, .u8, .u8, .u64,
@@ -40,11 +39,10 @@ char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32
   ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
 * By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
 
-Speed: checking and packing happen when the arguments change. When a launch passes the very same argument
-objects as the previous one (and nothing has been closed since), the previous packed block is reused as it is --
-an identity check per argument, no conversion. The pack remembers buffers weakly (:func:`identity_key`), so it
-never keeps device memory alive, and lists their PendingStreams (``Packed.pending``), on which the launch records
-its stream. A packed block is never rewritten, so two threads launching one kernel never see each other's arguments.
+Speed: arguments are checked and packed when they change; the very same objects as last time (nothing closed
+since) reuse the packed block -- an identity check per argument. The pack holds buffers weakly (:func:`identity_key`)
+and lists their PendingStreams (``Packed.pending``), where the launch records its stream. A packed block is never
+rewritten, so two threads launching one kernel never see each other's arguments.
 """
 
 from __future__ import annotations
@@ -59,7 +57,8 @@ import numpy as np
 
 from .checked.errors import ClosedError
 from .devicebuffer import DeviceBuffer
-from .interop import ForeignArrayError, foreign_pointer
+from .growable import GrowableBuffer
+from .interop import NO_INTERFACE, ForeignArrayError, foreign_pointer, read_interface
 from .pending import PendingStream
 from .ptx import Param
 from .resource import closes
@@ -218,9 +217,11 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
                 if pointer_sized
                 else f"a numpy array cannot be passed as {spec.describe()}"
             )
-        if pointer_sized and hasattr(value, "__cuda_array_interface__"):
+        if pointer_sized and isinstance(value, GrowableBuffer):  # rawcuda memory: its view, not its interface
+            return put(slot, value.buffer, waits) and False  # (uncached: grow() makes a new view)
+        if pointer_sized and (cai := read_interface(value)) is not NO_INTERFACE:
             try:
-                slot.value = foreign_pointer(value, spec.read_only, waits)
+                slot.value = foreign_pointer(value, spec.read_only, waits, cai)
             except ForeignArrayError as exc:
                 raise ArgumentError(str(exc)) from None
             # Another library's object: its address may change and its stream must be waited for at every
@@ -390,8 +391,8 @@ class ArgPacker:
         # tuple.__new__ rather than Packed(...): a NamedTuple's generated __new__ is a Python call, and this
         # line runs whenever a launch's arguments change.
         key, same = identity_key(args) if cacheable else ((), _never)
-        # rawcuda memory of any kind (buffers, views, managed, adopted; a GrowableBuffer, which is passed through its
-        # interface): once per pack, so that a launch only walks a short tuple. Views share their base's.
+        # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer): once per pack, so that a
+        # launch only walks a short tuple. Views share their base's.
         pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
         return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending))
 

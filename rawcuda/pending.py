@@ -32,11 +32,11 @@ from typing import Any
 from .checked import cu
 from .checked.errors import ClosedError
 from .context import Context
-from .ffi.constants import DEFAULT_STREAMS, STREAM_LEGACY, EventFlag, EventWaitFlag
-from .resource import closes
+from .current import peek_current
+from .ffi.constants import DEFAULT_STREAMS, LEGACY_STREAM_HANDLES, STREAM_LEGACY, EventFlag, EventWaitFlag
+from .resource import capture_deferral, closes
 from .stream import Stream, release_deferred
 
-#: (A consumer's stream given as one of DEFAULT_STREAMS means "the default stream of the context current there".)
 #: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
 LEGACY_HANDLE = 0
 _CACHE_KEY = __name__  # this module's entry in Context.cache: the context's LegacyStream
@@ -74,6 +74,7 @@ class LegacyStream:
 
     def synchronize(self) -> None:
         """Block this thread until everything queued on the context's legacy stream has finished."""
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work", self.context.raw_handle)
         self.context.activate()
         cu.cuStreamSynchronize(LEGACY_HANDLE)
 
@@ -309,7 +310,8 @@ def _refuse_capturing(live: list[tuple[Any, int, Any]]) -> None:
     """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
     consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
     there is a call capture forbids (the driver invalidates the capture). Refuse too while work may still run
-    on a stream collected during a capture (see :class:`PendingStream`)."""
+    on a stream collected during a capture (see :class:`PendingStream`). (A wait through the legacy stream is
+    refused where it would be made: :func:`_wait`, :meth:`LegacyStream.synchronize`.)"""
     for _, _, stream in live:
         if isinstance(stream, _Collected):
             raise BufferError(
@@ -333,6 +335,8 @@ def _join(last: Any, other: Any) -> None:
 def _wait(waiter: int, producer: int) -> None:
     """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far (an event recorded there,
     then dropped: the driver keeps a pending event alive until it completes). A context must be current."""
+    if not LEGACY_STREAM_HANDLES.isdisjoint((waiter, producer)):
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work", peek_current() or None)
     event = c_void_p()
     cu.cuEventCreate(byref(event), int(EventFlag.DISABLE_TIMING))
     try:

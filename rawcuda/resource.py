@@ -17,14 +17,29 @@ import sys
 import threading
 import weakref
 from collections.abc import Callable
-from ctypes import byref, c_void_p
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
-from .checked import cu
 from .checked.errors import ClosedError
 from .closeorder import CloseOrder
 from .context import Context
+from .contextstack import pushed
+
+
+class LegacyHazard(NamedTuple):
+    """Where an open capture forbids touching the legacy default stream: in ``context`` (None: every one), on
+    ``thread`` (None: every one). A capture of a *blocking* stream brings (its context, None): the legacy stream
+    synchronizes with every blocking stream of its context, which the driver answers by invalidating the
+    capture. Its mode adds one: THREAD_LOCAL forbids "potentially unsafe" calls on the capturing thread (None,
+    that thread), GLOBAL on every thread (None, None) -- cuda.h, cuStreamBeginCapture. RELAXED adds nothing.
+    (A capture of a non-blocking stream on another thread then leaves this thread's legacy stream free.)"""
+
+    context: int | None
+    thread: int | None
+
+
+#: A capture rawcuda knows nothing about: every legacy-stream operation could break it.
+EVERYWHERE = LegacyHazard(None, None)
 
 
 class CaptureDeferral:
@@ -44,19 +59,26 @@ class CaptureDeferral:
         self.open_captures = 0
         self._queue: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []
         self._running: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []  # taken off, not done yet
+        self._hazards: list[LegacyHazard] = []  # of the open captures, one entry per hazard each brought
 
-    def begin(self) -> None:
+    def begin(self, hazards: tuple[LegacyHazard, ...] = (EVERYWHERE,)) -> None:
+        """A capture opens; ``hazards``: where a legacy-stream operation would break it (unknown: everywhere)."""
         with self._lock:
             self.open_captures += 1
+            self._hazards.extend(hazards)
 
-    def end(self) -> None:
+    def end(self, hazards: tuple[LegacyHazard, ...] = (EVERYWHERE,)) -> None:
+        """The capture that :meth:`begin` was told of, with the same ``hazards``, is over."""
         with self._lock:
             self.open_captures -= 1
+            for hazard in hazards:
+                self._hazards.remove(hazard)
             queue, self._queue = (self._queue, []) if self.open_captures == 0 else ([], self._queue)
             self._running.extend(queue)  # held() still sees them until each release has run (it waits)
         for item in queue:
+            context, release, args = item
             try:
-                finalize_child(*item[:2], *item[2])
+                finalize_child(context, release, *args)
             finally:
                 with self._lock:
                     self._running.remove(item)
@@ -72,6 +94,25 @@ class CaptureDeferral:
     def pending(self) -> int:
         """How many releases wait for the open captures to end."""
         return len(self._queue)
+
+    def refuse_legacy(self, what: str, context: int | None) -> None:
+        """Raise BufferError if ``what``, about to touch the legacy default stream of ``context`` (a CUcontext;
+        None: not known) on this thread, could break an open capture (see :class:`LegacyHazard`): the driver
+        would invalidate it, and the user's graph would be lost (seen on the H200)."""
+        here = threading.get_ident()
+        with self._lock:
+            hit = any(
+                (hazard.context is None or context is None or hazard.context == context)
+                and (hazard.thread is None or hazard.thread == here)
+                for hazard in self._hazards
+            )
+        if hit:
+            raise BufferError(
+                f"{what} would use the legacy default stream while a graph capture is open, which invalidates "
+                "the capture: do it after the capture ends, or keep the legacy stream out of it -- rawcuda "
+                "streams of your own (stream=), a producer on a non-default stream -- or capture a NON_BLOCKING "
+                "stream in RELAXED mode on another thread"
+            )
 
     def holds(self, release: Callable[..., None], handle: int) -> bool:
         """Whether ``release(handle, ...)`` is queued or running: the object is dead, its handle not yet released
@@ -98,12 +139,9 @@ def finalize_child(context: Context, release: Callable[..., None], *args: Any) -
         # (seen on the H200: during another thread's capture, launches on a new stream went to the dead one).
         closes.generation += 1
         return
-    with contextlib.suppress(Exception):
-        cu.cuCtxPushCurrent(context.raw_handle)
-        try:
+    with contextlib.suppress(Exception), pushed(context.raw_handle, []) as here:
+        if here:  # (a refused push: the context is gone or poisoned, and nothing may call into it)
             release(*args)
-        finally:
-            cu.cuCtxPopCurrent(byref(c_void_p()))
 
 
 def finalize_weak_child(context_ref: weakref.ref[Context], release: Callable[..., None], *args: Any) -> None:

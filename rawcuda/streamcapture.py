@@ -32,15 +32,16 @@ the original exception propagates unchanged (with the capture hint added when it
 from __future__ import annotations
 
 import ctypes
+import threading
 from ctypes import byref, c_void_p
 from types import TracebackType
 
 from .checked import cu
 from .checked.errors import ClosedError, CudaError, StreamCaptureError
 from .context import SYNC_LAUNCHES, Context
-from .ffi.constants import STREAM_LEGACY, StreamCaptureMode, StreamCaptureStatus
+from .ffi.constants import LEGACY_STREAM_HANDLES, StreamCaptureMode, StreamCaptureStatus, StreamFlag
 from .graph import Graph
-from .resource import capture_deferral
+from .resource import EVERYWHERE, LegacyHazard, capture_deferral
 from .stream import Stream
 
 #: Added to every StreamCaptureError raised inside ``with capture(stream)``.
@@ -57,12 +58,10 @@ LEGACY_STREAM_REFUSAL = (
     "so its work has no place in a graph, and the driver refuses it"
 )
 
-_LEGACY_HANDLES = frozenset({0, STREAM_LEGACY})  # NULL and CU_STREAM_LEGACY both name the legacy stream
-
 
 def capture(stream: Stream, mode: StreamCaptureMode = StreamCaptureMode.THREAD_LOCAL) -> Capture:
     """``with capture(stream) as graph:`` -- record the work queued on ``stream`` inside the block into ``graph``."""
-    if stream is None or (isinstance(stream, int) and stream in _LEGACY_HANDLES):
+    if stream is None or (isinstance(stream, int) and stream in LEGACY_STREAM_HANDLES):
         raise ValueError(LEGACY_STREAM_REFUSAL)
     if not isinstance(stream, Stream):
         raise TypeError(f"capture() takes a rawcuda.Stream, not {type(stream).__name__}")
@@ -77,6 +76,18 @@ def capture_status(stream: Stream) -> StreamCaptureStatus:
     return StreamCaptureStatus(status.value)
 
 
+def _legacy_hazards(stream: Stream, mode: StreamCaptureMode) -> tuple[LegacyHazard, ...]:
+    """Where a legacy-stream operation would break a capture of ``stream`` in ``mode`` (resource.LegacyHazard)."""
+    hazards = []
+    if not stream.flags & StreamFlag.NON_BLOCKING:
+        hazards.append(LegacyHazard(stream.context.raw_handle, None))
+    if mode == StreamCaptureMode.GLOBAL:
+        hazards.append(EVERYWHERE)
+    elif mode == StreamCaptureMode.THREAD_LOCAL:
+        hazards.append(LegacyHazard(None, threading.get_ident()))
+    return tuple(hazards)
+
+
 class Capture:
     """The context manager behind ``capture(stream)``: begins capture on enter, ends it on exit.
 
@@ -88,11 +99,12 @@ class Capture:
         self.stream = stream
         self.mode = mode
         self.graph: Graph | None = None
+        self.hazards: tuple[LegacyHazard, ...] = ()
 
     def __enter__(self) -> Graph:
         stream = self.stream
         handle = stream.handle  # ClosedError for a closed stream
-        if handle in _LEGACY_HANDLES:
+        if handle in LEGACY_STREAM_HANDLES:
             raise ValueError(LEGACY_STREAM_REFUSAL)
         if SYNC_LAUNCHES:
             raise RuntimeError(
@@ -102,12 +114,13 @@ class Capture:
         if stream.capturing is not None:
             raise RuntimeError(f"{stream!r} is already capturing into {stream.capturing!r}: end that capture first")
         stream.context.activate()
+        self.hazards = _legacy_hazards(stream, self.mode)
         graph = Graph.for_capture(stream)
-        capture_deferral.begin()  # from here the GC's releases wait (resource.CaptureDeferral says why)
+        capture_deferral.begin(self.hazards)  # from here the GC's releases wait (resource.CaptureDeferral says why)
         try:
             cu.cuStreamBeginCapture(handle, int(self.mode))
         except BaseException:
-            capture_deferral.end()
+            capture_deferral.end(self.hazards)
             graph.receive_capture(0)
             raise
         stream.capturing = graph
@@ -132,7 +145,7 @@ class Capture:
                 stream.context.activate()
                 cu.cuStreamEndCapture(stream.handle, byref(handle))
             finally:
-                capture_deferral.end()  # the capture is over (or gone): the queued releases may run
+                capture_deferral.end(self.hazards)  # the capture is over (or gone): the queued releases may run
         except (CudaError, ClosedError) as end_error:  # invalidated by an illegal call; a poisoned/closed context
             _destroy_quietly(graph.context, handle.value or 0)
             graph.receive_capture(0)

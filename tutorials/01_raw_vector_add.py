@@ -3,8 +3,8 @@
 This is the seed article's case 1 (``vector_add_cust``) without cust: every piece of glue that
 ``cust::quick_init``, ``DeviceBuffer``, ``Module::from_ptx`` and ``launch!`` hide is written out, one
 driver call at a time, through ``rawcuda.checked.cu`` -- the table rows bound to libcuda, where each
-non-zero CUresult becomes an exception. Tutorial 00 writes those rows and that check by hand, with bare
-ctypes; tutorial 02 does the same job with rawcuda's classes.
+non-zero CUresult becomes an exception. Tutorials 00a and 00b write those rows and that check by hand, with
+bare ctypes; tutorial 02 does the same job with rawcuda's classes.
 
 The kernel is shown before it is launched: first the three-line version every CUDA course starts with,
 then what ``kernels/vector_add.cu`` really ships (a grid-stride loop over float4 pairs) and why -- and

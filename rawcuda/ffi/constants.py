@@ -277,6 +277,14 @@ STREAM_LEGACY = 0x1
 STREAM_PER_THREAD = 0x2
 #: The handles that are names, not pointers: nothing is read at their "address".
 DEFAULT_STREAMS = frozenset({STREAM_LEGACY, STREAM_PER_THREAD})
+#: As a CUstream argument, NULL and CU_STREAM_LEGACY both name the legacy default stream of the current context.
+LEGACY_STREAM_HANDLES = frozenset({0, STREAM_LEGACY})
+#: 0 as a *stream number* in the CUDA Array Interface or DLPack's ``stream=``: forbidden by both, as it could
+#: mean either default stream (they say 1 or 2 instead).
+STREAM_AMBIGUOUS = 0
+#: One past the largest address: host and device pointers (a CUstream, a CUdeviceptr) are 64 bits on the
+#: platforms CUDA supports, and the driver would read a larger number modulo 2^64 -- another address.
+ADDRESS_LIMIT = 1 << 64
 DEVICE_CPU = -1  # a CUdevice meaning "the host" in prefetch/advise on older APIs
 IPC_HANDLE_SIZE = 64
 

@@ -68,6 +68,8 @@ from dataclasses import dataclass
 from enum import IntEnum, IntFlag
 from typing import Any
 
+from .constants import STREAM_AMBIGUOUS, STREAM_LEGACY, STREAM_PER_THREAD
+
 #: The DLPack version whose ABI this file spells out (dlpack.h: DLPACK_MAJOR_VERSION, DLPACK_MINOR_VERSION).
 #: A major version changes the layout of DLManagedTensorVersioned; a minor one only adds enum values.
 DLPACK_VERSION = (1, 0)
@@ -97,6 +99,26 @@ class DLDataTypeCode(IntEnum):
     BOOL = 6  # kDLBool: 8 bits of storage per element
 
 
+BITS_PER_BYTE = 8  # DLDataType.bits counts bits; numpy's itemsize, bytes
+#: numpy's kind letter -> the DLPack type code of that kind of number (bool, with its own code, apart).
+NUMPY_KIND_CODES = {
+    "i": DLDataTypeCode.INT,
+    "u": DLDataTypeCode.UINT,
+    "f": DLDataTypeCode.FLOAT,
+    "c": DLDataTypeCode.COMPLEX,
+}
+#: Type code -> the sizes (bits) at which numpy's dtype of that kind stores exactly what DLPack means -- the one
+#: table both directions use. Not numpy's long double: on x86-64 its float128 is the x87 80-bit format padded
+#: to 16 bytes, while kDLFloat with 128 bits means IEEE binary128 (and clongdouble's 256 bits do not even fit
+#: DLDataType.bits, a uint8). Where long double *is* binary128 (aarch64) it is refused all the same: safe.
+FAITHFUL_BITS = {
+    DLDataTypeCode.INT: (8, 16, 32, 64),
+    DLDataTypeCode.UINT: (8, 16, 32, 64),
+    DLDataTypeCode.FLOAT: (16, 32, 64),
+    DLDataTypeCode.COMPLEX: (64, 128),
+}
+
+
 class DLPackFlag(IntFlag):
     """``DLManagedTensorVersioned.flags`` (dlpack.h ``DLPACK_FLAG_BITMASK_*``); the legacy struct has none."""
 
@@ -105,11 +127,9 @@ class DLPackFlag(IntFlag):
 
 
 #: ``__dlpack__(stream=...)`` for CUDA, from the array API standard: the consumer's stream, which the producer
-#: must make safe (None also means the legacy stream). 0 is forbidden -- it could mean either default stream.
-STREAM_LEGACY = 1
-STREAM_PER_THREAD = 2
+#: must make safe (None also means the legacy stream); 1 and 2 are cuda.h's CU_STREAM_LEGACY and
+#: CU_STREAM_PER_THREAD, and 0 (STREAM_AMBIGUOUS) is forbidden -- it could mean either default stream.
 STREAM_NO_SYNC = -1  # "do not synchronize at all": the consumer has ordered things itself
-STREAM_AMBIGUOUS = 0
 
 
 # --- the structs, field by field as dlpack.h declares them -------------------------------------------------------
@@ -245,11 +265,14 @@ for _names in (VERSIONED_NAMES, LEGACY_NAMES):
     immortal(_names.used)
 
 __all__ = [
+    "BITS_PER_BYTE",
     "CALL_DELETER",
     "CAPSULE_API",
     "DELETER",
     "DLPACK_VERSION",
+    "FAITHFUL_BITS",
     "LEGACY_NAMES",
+    "NUMPY_KIND_CODES",
     "STREAM_AMBIGUOUS",
     "STREAM_LEGACY",
     "STREAM_NO_SYNC",

@@ -26,21 +26,24 @@ from __future__ import annotations
 import contextlib
 import ctypes
 import errno
-import fcntl
 import os
 import sys
 import threading
 from ctypes import c_size_t, c_ssize_t, c_void_p
 
-from .constants import DEFAULT_STREAMS
+if sys.platform != "win32":  # POSIX only (the probe is off on Windows), and importing rawcuda must work there
+    import fcntl
 
-ADDRESS_LIMIT = 1 << 64  # a pointer on a 64-bit host
+from .constants import ADDRESS_LIMIT, DEFAULT_STREAMS
+
 _ONE_BYTE = 1
 
 
 #: The lowest descriptor the probe pipe may use: 0, 1 and 2 are stdin, stdout and stderr. A process started
 #: with them closed would get the pipe there, and a later ``print`` would write into it (see :meth:`_Probe.pipe`).
 FIRST_FREE_FD = 3
+#: How much :meth:`_Probe.drain` reads at a time.
+PIPE_DRAIN_CHUNK = 4096
 
 
 class _Probe:
@@ -82,17 +85,20 @@ class _Probe:
         if self.pid != os.getpid():
             # A child forked without the at-fork hook (a fork from C) still holds the parent's ends: they are
             # left open, never closed by number -- the child may have reused those numbers for its own files.
-            read_end, write_end = os.pipe()
+            ends = list(os.pipe())
             try:
-                read_end, write_end = _above_stdio(read_end), _above_stdio(write_end)
-                for end in (read_end, write_end):
-                    os.set_blocking(end, False)
+                for i, end in enumerate(ends):
+                    ends[i] = -1  # handed to _above_stdio, which closes it if it fails
+                    ends[i] = _above_stdio(end)
+                    os.set_blocking(ends[i], False)
             except OSError:
-                for end in (read_end, write_end):
-                    with contextlib.suppress(OSError):
-                        os.close(end)
+                for end in ends:  # each still open (never one closed already: its number may be reused)
+                    if end >= 0:
+                        with contextlib.suppress(OSError):
+                            os.close(end)
                 raise
-            self.read_end, self.write_end, self.pid = read_end, write_end, os.getpid()
+            self.read_end, self.write_end = ends
+            self.pid = os.getpid()
         return self.read_end, self.write_end
 
     def drain(self) -> None:
@@ -100,10 +106,6 @@ class _Probe:
         with contextlib.suppress(OSError):  # BlockingIOError: empty now
             while os.read(self.read_end, PIPE_DRAIN_CHUNK):
                 pass
-
-
-#: How much :meth:`_Probe.drain` reads at a time.
-PIPE_DRAIN_CHUNK = 4096
 
 
 def _above_stdio(fd: int) -> int:
@@ -170,4 +172,4 @@ def is_bad_stream(number: int) -> bool:
     return number not in DEFAULT_STREAMS and is_readable(number) is False
 
 
-__all__ = ["ADDRESS_LIMIT", "is_bad_stream", "is_readable"]
+__all__ = ["is_bad_stream", "is_readable"]

@@ -534,3 +534,372 @@ def test_a_block_whose_entry_lies_under_another_librarys_push_is_still_told(fake
         """,
     )
     assert result == {"closed": ["primary", "primary"], "after": ["primary"]}
+
+
+def test_a_closed_blocks_context_is_never_pushed_back(fake_ctx_libcuda: Path) -> None:
+    # Before: a's call-made entry sat in b's block slot after b had closed, and a.close() pushed the destroyed b
+    # back into it: on the H200 the process aborted (free(): invalid pointer; attack a04 S5, round 6).
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b = contexts("a", "b")
+        primary.activate()
+        try:
+            with a:
+                with b:
+                    a.synchronize()  # a in place of b's block entry
+                    b.close()
+                    a.close()
+                    out["closed"] = stack()
+                    out["b pushed back"] = any(fake.fakectx_destroyed(e) and e == b.raw_handle
+                                               for e in [fake.fakectx_entry(i) for i in range(fake.fakectx_depth())])
+                    raise KeyError("body")
+        except KeyError:
+            out["raised"] = True
+        out["after"] = stack()
+        """,
+    )
+    assert result["raised"] and not result["b pushed back"], result
+    assert result["after"] == ["primary"], "neither exit popped the primary: both blocks' entries had gone"
+
+
+def test_a_call_made_entry_in_a_closed_blocks_slot_tells_that_block(fake_ctx_libcuda: Path) -> None:
+    # Before (review, round 6): c's entry sat in b's slot; b.close() found no entry of b, c.close() could not
+    # push the closed b back, and b's __exit__ then popped a -- and a's own exit the primary under it.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b, c = contexts("a", "b", "c")
+        primary.activate()
+        with a:
+            with b:
+                c.synchronize()  # c in place of b's block entry
+                b.close()
+                c.close()
+                out["closed"] = stack()
+            out["b left"] = stack()
+        out["a left"] = stack()
+        """,
+    )
+    assert result == {"closed": ["primary", "a"], "b left": ["primary", "a"], "a left": ["primary"]}
+
+
+def test_a_context_collected_while_a_close_walks_the_stack_is_not_pushed_back(fake_ctx_libcuda: Path) -> None:
+    # Before (review, round 6): the GC may run inside leave()'s walk; a dropped context's finalizer then walked
+    # the half-popped stack itself, found nothing of its own there, and was destroyed -- and the outer walk
+    # pushed the destroyed context back with the entries it had popped.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        from rawcuda import contextstack
+        primary, c, e = contexts("c", "e")
+        primary.activate()
+        cu.cuCtxPushCurrent(e.raw_handle)
+        cu.cuCtxPushCurrent(c.raw_handle)
+        e_handle, victims, pops, pushed = e.raw_handle, [e], [0], []
+        del e
+
+        class Driver:  # the real checked calls, but once the walk has popped c and e, the GC collects e
+            def __getattr__(self, name):
+                return getattr(cu, name)
+
+            def cuCtxPushCurrent(self, handle):
+                pushed.append(handle)  # (the fake refuses a destroyed context; the real driver crashed on one)
+                cu.cuCtxPushCurrent(handle)
+
+            def cuCtxPopCurrent(self, popped):
+                cu.cuCtxPopCurrent(popped)
+                pops[0] += 1
+                if pops[0] == 3:  # (the first pop ends close()'s own push; the walk pops c, then e)
+                    victims.clear()
+                    gc.collect()  # e's finalizer runs now: contextstack.destroy, inside the walk
+
+        contextstack.cu = Driver()
+        c.close()
+        contextstack.cu = cu
+        out["after"] = stack()
+        out["e destroyed"] = bool(fake.fakectx_destroyed(e_handle))
+        out["e pushed back"] = e_handle in pushed
+        """,
+    )
+    assert result == {"after": ["primary"], "e destroyed": True, "e pushed back": False}
+
+
+def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here(fake_ctx_libcuda: Path) -> None:
+    # Before (attack a04 S6, round 7, on the H200): a closed on the main thread while a worker was inside
+    # `with a: with b:`; b.close() on the worker walked its stack and pushed the destroyed a back, and the
+    # pop of a's block then crashed the process (a segfault in cuCtxPopCurrent). Here the destroyed entry goes,
+    # and a's block pops nothing.
+    result = scenario(
+        fake_ctx_libcuda,
+        """
+        primary, a, b = contexts("a", "b")
+        primary.activate()
+        inside, closed = threading.Event(), threading.Event()
+
+        def has_destroyed(ctx):
+            return any(fake.fakectx_entry(i) == ctx.raw_handle for i in range(fake.fakectx_depth()))
+
+        def worker():
+            with a:
+                with b:
+                    inside.set()
+                    closed.wait(10)
+                    out["before b.close"] = stack()
+                    b.close()
+                    out["a still on the worker's stack"] = has_destroyed(a)
+                out["after b's block"] = stack()
+            out["after a's block"] = stack()
+
+        t = threading.Thread(target=worker)
+        t.start()
+        inside.wait(10)
+        a.close()
+        closed.set()
+        t.join(10)
+        """,
+    )
+    assert result == {
+        "before b.close": ["a", "b"],
+        "a still on the worker's stack": False,
+        "after b's block": [],
+        "after a's block": [],
+    }
+
+
+# What a04's helper above does for one scenario: the real checked calls, with `hook` run after the n-th pop.
+DRIVER_WITH_A_HOOK = """
+from rawcuda import contextstack
+pops = [0]
+
+class Driver:
+    def __init__(self, at, hook):
+        self.at, self.hook = at, hook
+
+    def __getattr__(self, name):
+        return getattr(cu, name)
+
+    def cuCtxPopCurrent(self, popped):
+        cu.cuCtxPopCurrent(popped)
+        pops[0] += 1
+        if pops[0] == self.at:
+            self.hook()
+"""
+
+
+def test_a_context_collected_on_top_of_the_half_popped_stack_waits_for_the_walk(fake_ctx_libcuda: Path) -> None:
+    # Before (attack a22 a01 W1, round 7, on the H200): y's finalizer destroyed it in the middle of x's walk,
+    # with y on top of what was left -- cuCtxDestroy popped it, the walk's next pop popped nothing it knew,
+    # and the thread was left with nothing current. Now the destroy waits for the walk to put the stack back.
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_HOOK
+        + textwrap.dedent("""
+        primary, x, y = contexts("x", "y")
+        primary.activate()
+        y.mem_info()  # y in place of the primary
+        y_handle, victims = y.raw_handle, [y]
+        del y
+        contextstack.cu = Driver(2, victims.clear)  # (pop 1 ends close()'s own push; pop 2 takes x off)
+        with x:
+            x.close()
+            out["inside"] = stack()
+        contextstack.cu = cu
+        out["after"] = stack()
+        out["y destroyed"] = bool(fake.fakectx_destroyed(y_handle))
+        """),
+    )
+    assert result == {"inside": ["primary"], "after": ["primary"], "y destroyed": True}
+
+
+@pytest.mark.parametrize("at", [2, 3, 4])
+def test_a_generators_block_ending_in_a_walk_pops_after_it(fake_ctx_libcuda: Path, at: int) -> None:
+    # Before (attack a22 a01 W4/W5, round 7, on the H200): a generator suspended in `with g:` was collected in
+    # the middle of x's walk, and g's __exit__ popped whatever was on top of the half-popped stack -- the
+    # primary, or nothing (a ContextError out of a finalizer); g was then left current. Now its pop waits for
+    # the walk. (at: the pop after which it is collected -- x taken off, then g, then the primary.)
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_HOOK
+        + textwrap.dedent(f"""
+        primary, g, x = contexts("g", "x")
+        primary.activate()
+
+        def suspended():
+            with g:
+                yield
+
+        it = suspended()
+        next(it)
+        victims = [it]
+        del it
+        contextstack.cu = Driver({at}, victims.clear)
+        with x:
+            x.close()
+            out["inside"] = stack()
+        contextstack.cu = cu
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"inside": ["primary"], "after": ["primary"]}
+
+
+# The real checked calls, with `hook` run once, right after the n-th push (the walk's push-back phase).
+DRIVER_WITH_A_PUSH_HOOK = """
+from rawcuda import contextstack
+pushes = [0]
+
+class Driver:
+    def __init__(self, at, hook):
+        self.at, self.hook = at, hook
+
+    def __getattr__(self, name):
+        return getattr(cu, name)
+
+    def cuCtxPushCurrent(self, handle):
+        cu.cuCtxPushCurrent(handle)
+        pushes[0] += 1
+        if pushes[0] == self.at:
+            self.hook()
+"""
+
+
+def test_a_context_collected_after_the_walk_pushed_it_back_still_leaves_the_thread(fake_ctx_libcuda: Path) -> None:
+    # y (no block: a call made it current in place of the primary) is collected right after x's walk pushed it
+    # back. The deferred destroy (a bare cuCtxDestroy) does not take it off the thread again: on top, the
+    # destroy pops it and leaves nothing current; collected before the walk, the primary would come back.
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_PUSH_HOOK
+        + textwrap.dedent("""
+        primary, x, y = contexts("x", "y")
+        primary.activate()
+        y.mem_info()  # y in place of the primary
+        y_handle, victims = y.raw_handle, [y]
+        del y
+        with x:
+            contextstack.cu = Driver(2, victims.clear)  # (push 1: close()'s own push of x; push 2: y put back)
+            x.close()
+            contextstack.cu = cu
+            out["inside"] = stack()
+        out["after"] = stack()
+        out["y destroyed"] = bool(fake.fakectx_destroyed(y_handle))
+        """),
+    )
+    assert result == {"inside": ["primary"], "after": ["primary"], "y destroyed": True}
+
+
+def test_a_context_collected_after_the_walk_pushed_it_back_below_a_block_is_not_left_destroyed(
+    fake_ctx_libcuda: Path,
+) -> None:
+    # The same, with z's block above y: the deferred destroy cannot pop y (not on top) and leaves it on the
+    # stack, destroyed -- current again once z's block ends (what the walk exists to prevent).
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_PUSH_HOOK
+        + textwrap.dedent("""
+        primary, x, y, z = contexts("x", "y", "z")
+        primary.activate()
+        y.mem_info()
+        y_handle, victims = y.raw_handle, [y]
+        del y
+        with z:
+            with x:
+                contextstack.cu = Driver(2, victims.clear)
+                x.close()
+                contextstack.cu = cu
+                out["inside"] = stack()
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"inside": ["primary", "z"], "after": ["primary"]}
+
+
+@pytest.mark.parametrize("at", [2, 3])
+def test_a_generators_block_of_the_closing_context_ending_in_its_walk_adds_no_entry(
+    fake_ctx_libcuda: Path, at: int
+) -> None:
+    # g.close() inside `with a:`, with a generator suspended in `with g:` above a's block. The generator is
+    # collected inside g's walk (after pop `at`): its block leaves contextstack's list while the walk still has
+    # its entry, so the slots shift -- g's entry is read as a call made inside a's block, a is pushed in its
+    # place, and a's block ends leaving a current (an entry nobody pops).
+    result = scenario(
+        fake_ctx_libcuda,
+        textwrap.dedent("""
+        from rawcuda import contextstack
+        pops = [0]
+
+        class Driver:
+            def __init__(self, at, hook):
+                self.at, self.hook = at, hook
+
+            def __getattr__(self, name):
+                return getattr(cu, name)
+
+            def cuCtxPopCurrent(self, popped):
+                cu.cuCtxPopCurrent(popped)
+                pops[0] += 1
+                if pops[0] == self.at:
+                    self.hook()
+        """)
+        + textwrap.dedent(f"""
+        primary, a, g = contexts("a", "g")
+        primary.activate()
+
+        def suspended():
+            with g:
+                yield
+
+        with a:
+            it = suspended()
+            next(it)
+            victims = [it]
+            del it
+            out["before"] = stack()
+            contextstack.cu = Driver({at}, victims.clear)  # (pop 1 ends close()'s push; pop 2 takes g off)
+            g.close()
+            contextstack.cu = cu
+            out["inside"] = stack()
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"before": ["primary", "a", "g"], "inside": ["primary", "a"], "after": ["primary"]}
+
+
+def test_a_finalizers_balanced_with_block_inside_a_walk_leaves_no_entry(fake_ctx_libcuda: Path) -> None:
+    # A __del__ that does `with w: ...` runs inside x's walk (the GC, after the walk popped x and a). Its push
+    # happens at once, but its pop is deferred (pop_block) -- and the walk then pops w's entry as one of the
+    # thread's own and pushes it back under a's; after the walk w is not on top, so the deferred pop pops
+    # nothing, and w stays on the stack: current once a's block ends. Before 89976dc the pop ran at once.
+    result = scenario(
+        fake_ctx_libcuda,
+        DRIVER_WITH_A_PUSH_HOOK
+        + textwrap.dedent("""
+        pops = [0]
+
+        class PopDriver(Driver):
+            def cuCtxPopCurrent(self, popped):
+                cu.cuCtxPopCurrent(popped)
+                pops[0] += 1
+                if pops[0] == self.at:
+                    self.hook()
+
+        primary, a, x, w = contexts("a", "x", "w")
+        primary.activate()
+
+        class Tidy:
+            def __del__(self):
+                with w:  # balanced: pushes w, pops it
+                    pass
+
+        victims = [Tidy()]
+        with a:
+            with x:
+                contextstack.cu = PopDriver(3, victims.clear)  # (pop 1 ends close()'s push; 2: x; 3: a)
+                x.close()
+                contextstack.cu = cu
+                out["inside"] = stack()
+        out["after"] = stack()
+        """),
+    )
+    assert result == {"inside": ["primary", "a"], "after": ["primary"]}

@@ -585,6 +585,8 @@ def test_the_versions_and_devices_a_consumer_asks_for() -> None:
         ({"dl_device": (CPU, 0)}, BufferError, r"exported to \(2, 3\) only"),
         ({"dl_device": (2, 0)}, BufferError, "another device"),
         ({"dl_device": "cuda"}, TypeError, "dl_device must be"),
+        ({"dl_device": (2.7, 0)}, TypeError, "dl_device must be"),  # (before: int() read it as (2, 0))
+        ({"max_version": ("1", "0")}, TypeError, "max_version"),  # (before: int() read the strings)
     ],
 )
 def test_malformed_or_impossible_requests(kwargs: dict[str, Any], error: type, match: str) -> None:
@@ -649,3 +651,18 @@ def test_from_array_copies_host_memory_only_and_says_how_to_adopt(array: Any) ->
     # Before: torch's "can't convert cuda:0 device type tensor to numpy", or an object-dtype refusal.
     with pytest.raises(TypeError, match=r"GPU memory: rawcuda\.adopt\(x\) wraps it"):
         DeviceBuffer.from_array(array)
+
+
+@pytest.mark.parametrize("said", [(2.9, 0.7), ("2", "0"), (2, 0, 0), None, (True, 0)])
+def test_a_producers_malformed_dlpack_device_is_refused_before_any_driver_call(said: Any) -> None:
+    # Before (attack a22 a08 D7, round 7): int() read (2.9, 0.7) and ('2', '0') as CUDA device 0, and
+    # (2, 0, 0) ended in "too many values to unpack". A consumer's dl_device must be two ints; so must this.
+    class Broken:
+        def __dlpack__(self, **kwargs: Any) -> Any:
+            raise AssertionError("never asked: where the array lives is unknown")
+
+        def __dlpack_device__(self) -> Any:
+            return said
+
+    with pytest.raises(BufferError, match=r"__dlpack_device__\(\) returned .*pair of ints"):
+        rawcuda.adopt(Broken())

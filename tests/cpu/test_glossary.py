@@ -135,7 +135,7 @@ def test_links_are_githubs_heading_anchors(heading: str, anchor: str) -> None:
 
 # --- the tutorials' t.term calls ---------------------------------------------------------------------------------
 # The words the learning path uses (issue 13): each must be defined by a t.term call in some tutorial. With the
-# rules below, that is the first tutorial (in file order: 00, 01, 02, 03a ... 13) that prints it.
+# rules below, that is the first tutorial (in file order: 00a, 00b, 01, 02, 03a ... 14) that prints it.
 INTRODUCED = [
     "CUresult",
     "NVRTC",

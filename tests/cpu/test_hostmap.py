@@ -4,6 +4,7 @@ of that byte into a pipe), never by touching the memory, so a wrong answer is a 
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import mmap
 import os
@@ -14,7 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from rawcuda.ffi.hostmap import ADDRESS_LIMIT, is_bad_stream, is_readable
+from rawcuda.ffi import hostmap
+from rawcuda.ffi.constants import ADDRESS_LIMIT
+from rawcuda.ffi.hostmap import is_bad_stream, is_readable
 from tests.helpers import needs_fork, run_python
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the probe writes into a POSIX pipe")
@@ -228,3 +231,26 @@ def test_the_stream_check_names_the_default_streams_and_refuses_the_unreadable()
     assert is_bad_stream(1) is False and is_bad_stream(2) is False
     assert is_bad_stream(3) is True and is_bad_stream(0xDEAD_BEEF_000) is True
     assert is_bad_stream(ctypes.addressof(live)) is False
+
+
+def test_a_pipe_that_cannot_be_made_closes_only_its_own_descriptors(monkeypatch: pytest.MonkeyPatch) -> None:
+    # Before: when moving the second end failed, both original numbers were closed again -- the second one
+    # already closed, and possibly reused by then (here by another file of this process, which went with it).
+    probe = hostmap._Probe()
+    real, reused = hostmap._above_stdio, []
+
+    def second_fails(fd: int) -> int:
+        if not reused:
+            reused.append(-1)
+            return real(fd)
+        os.close(fd)  # as _above_stdio does when its copy fails
+        reused[0] = os.open(os.devnull, os.O_RDONLY)  # another file takes the lowest free number: fd's
+        raise OSError(errno.EMFILE, "no free descriptor")
+
+    monkeypatch.setattr(hostmap, "_above_stdio", second_fails)
+    with pytest.raises(OSError, match="no free descriptor"):
+        probe.pipe()
+    try:
+        os.fstat(reused[0])  # still open: the failed pipe closed only its own descriptors
+    finally:
+        os.close(reused[0])

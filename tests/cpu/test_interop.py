@@ -136,3 +136,31 @@ def test_a_malformed_interface_is_an_argument_error_naming_the_argument(interfac
     foreign = type("Foreign", (), {"__cuda_array_interface__": interface})()
     with pytest.raises(ArgumentError, match=r"^k argument 0: this Foreign"):
         ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((foreign,))
+
+
+def test_the_packer_reads_a_property_built_interface_once_per_pack() -> None:
+    # Before (attack a22 a07 B1, round 7): hasattr() called the property, then foreign_pointer read it again --
+    # two reads per launch, whose pointers and streams could disagree for a producer that builds it each time.
+    reads = []
+
+    class Changing:
+        @property
+        def __cuda_array_interface__(self) -> dict[str, Any]:
+            reads.append(1)
+            at = ADDRESS + 64 * len(reads)  # (each read describes another array)
+            return {"data": (at, False), "shape": (4,), "typestr": "<f4", "version": 3, "stream": STREAM}
+
+    packer = ArgPacker("k", [ParamSpec("int", 8, "u64")])
+    first = packer.pack((Changing(),))
+    assert len(reads) == 1 and first.waits == [STREAM]
+    assert first.slots[0].value == ADDRESS + 64, "the address of the one read"
+    packer.pack((Changing(),))
+    assert len(reads) == 2
+
+
+@pytest.mark.parametrize("interface", [None, [("data", (ADDRESS, False))], "a string"])
+def test_an_interface_that_is_no_dict_is_malformed(interface: Any) -> None:
+    # Before (attack a22 a08 D1/D2): None counted as "not read yet", so foreign_pointer read the property again,
+    # and a second read's None ended in "'NoneType' object is not subscriptable".
+    with pytest.raises(ForeignArrayError, match="not a dict"):
+        foreign_pointer(object(), True, [], interface)

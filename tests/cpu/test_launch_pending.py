@@ -226,6 +226,13 @@ def test_the_legacy_stream_is_one_per_context_and_holds_it_weakly(driver: StandI
     assert marker.context is ctx and not marker.closed and marker.capturing is None
     marker.synchronize()
     assert driver.synchronized == [LEGACY_HANDLE]
+    pending.capture_deferral.begin()  # a capture open anywhere: a legacy-stream wait would invalidate it
+    try:
+        with pytest.raises(BufferError, match="while a graph capture is open"):
+            marker.synchronize()
+    finally:
+        pending.capture_deferral.end()
+    assert driver.synchronized == [LEGACY_HANDLE], "refused before the driver was asked"
     p = PendingStream()
     p.record(marker)
     ctx.closed = True  # Context.close() synchronized the context: the legacy stream's work is over

@@ -304,3 +304,59 @@ def test_a_deferred_release_counts_as_held_until_it_has_run() -> None:
         resource.finalize_child = real
     assert seen == [True], "while the release ran, the handle still counted as held"
     assert not deferral.holds(release, 0xA000)
+
+
+def test_waiting_through_the_legacy_stream_while_a_capture_is_open_is_refused(
+    driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the export recorded an event on the legacy stream (or made it wait) while a blocking stream of
+    # the context was capturing: the driver invalidated the user's capture (attack a03, round 6, on the H200).
+    from rawcuda.ffi.constants import STREAM_LEGACY
+
+    ctx = context()
+    legacy, side = WorkStream(pending.LEGACY_HANDLE, ctx), WorkStream(0xB000, ctx)
+    p, q = PendingStream(), PendingStream()
+    p.record(legacy)
+    q.record(side)
+    pending.capture_deferral.begin()  # a capture rawcuda knows nothing of: a hazard everywhere
+    try:
+        assert p.handle() == STREAM_LEGACY, "naming the legacy stream makes no driver call: allowed"
+        for wait in (lambda: p.order_before(CONSUMER), lambda: q.order_before(STREAM_LEGACY)):
+            with pytest.raises(BufferError, match="legacy default stream while a graph capture is open"):
+                wait()  # an event on the legacy stream; the legacy stream made to wait
+        assert driver.events == [], "refused before any event was recorded"
+        q.order_before(CONSUMER)  # neither side is the legacy stream: allowed
+        assert driver.events == [0xB000]
+    finally:
+        pending.capture_deferral.end()
+    p.order_before(CONSUMER)
+    assert driver.events == [0xB000, pending.LEGACY_HANDLE]
+
+
+def test_a_capture_refuses_the_legacy_stream_only_where_it_could_break() -> None:
+    # Before (attack a23 a02, round 7): any open capture refused every legacy-stream wait in the process -- a
+    # CuPy array on CuPy's default stream could not be passed to a rawcuda kernel while another thread captured
+    # a non-blocking stream, which the legacy stream never synchronizes with.
+    from rawcuda.resource import EVERYWHERE, CaptureDeferral, LegacyHazard
+
+    here, elsewhere, ctx, other_ctx = threading.get_ident(), -7, 0xC000, 0xD000
+    cases = {  # the capture's hazards -> (context, thread) pairs refused
+        (LegacyHazard(ctx, None),): {(ctx, here), (ctx, elsewhere), (None, here)},  # a blocking stream of ctx
+        (LegacyHazard(None, elsewhere),): set(),  # THREAD_LOCAL on another thread, non-blocking
+        (LegacyHazard(None, here),): {(ctx, here), (other_ctx, here), (None, here)},  # ... on this thread
+        (EVERYWHERE,): {(ctx, here), (other_ctx, here), (None, here)},  # GLOBAL, or a capture of unknown kind
+        (): set(),  # RELAXED, non-blocking
+    }
+    for hazards, refused in cases.items():
+        deferral = CaptureDeferral()
+        deferral.begin(hazards)
+        for context in (ctx, other_ctx, None):
+            expected = (context, here) in refused
+            try:
+                deferral.refuse_legacy("a wait", context)
+            except BufferError:
+                assert expected, f"{hazards}: refused in context {context}"
+            else:
+                assert not expected, f"{hazards}: allowed in context {context}"
+        deferral.end(hazards)
+        deferral.refuse_legacy("a wait", ctx)  # the capture is over: nothing refused

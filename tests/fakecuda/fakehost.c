@@ -1,10 +1,11 @@
-/* A libcuda look-alike whose "device" is the host: tutorial 00, end to end, on a machine without a GPU.
+/* A libcuda look-alike whose "device" is the host: tutorials 00a and 00b, end to end, without a GPU.
  *
  * Why a second fake? tests/fakecuda/fakecuda.c scripts the error paths of rawcuda's layers 0 and 1 (a stub
- * library, out of memory, unknown codes); it has one fixed device address and no copies. Tutorial 00
- * writes the glue by hand -- restype, argtypes, byref, the void** kernelParams array -- and the mistakes
- * that glue invites (a size passed as a 32-bit int, a kernelParams entry pointing at the wrong object, a
- * copy the wrong way round) give wrong numbers, not error codes. So this fake does the work for real:
+ * library, out of memory, unknown codes); it has one fixed device address and no copies. Tutorials 00a
+ * and 00b write the glue by hand -- restype, argtypes, byref, the void** kernelParams array -- and the
+ * mistakes that glue invites (a size passed as a 32-bit int, a kernelParams entry pointing at the wrong
+ * object, a copy the wrong way round) give wrong numbers, not error codes. So this fake does the work for
+ * real:
  *
  *  - device memory is host memory (malloc), at 64-bit addresses, and every copy and free checks that the
  *    address lies inside an allocation (else CUDA_ERROR_INVALID_VALUE, as the driver answers);
@@ -14,8 +15,8 @@
  *  - cuGetProcAddress answers "cuMemAlloc" with cuMemAlloc_v2 for CUDA >= 3.2 and with the plain 32-bit
  *    cuMemAlloc before, like the driver.
  *
- * Only the functions tutorial 00 (and rawcuda's error path in its last step) calls are here, with the
- * real C signatures of cuda.h.
+ * Only the functions tutorials 00a and 00b (and rawcuda's error path in 00a's last step) call are here,
+ * with the real C signatures of cuda.h.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -165,7 +166,7 @@ CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize) {
 }
 
 /* The plain, 32-bit-era symbol, exported (as by the real driver) so that `hasattr(lib, "cuMemAlloc")` is true.
- * Tutorial 00 never calls it. */
+ * Tutorial 00a never calls it: it only asks whether it is there. */
 CUresult cuMemAlloc(unsigned int *dptr, unsigned int bytesize) {
     (void)dptr; (void)bytesize;
     return INVALID_VALUE;

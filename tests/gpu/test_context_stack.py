@@ -11,6 +11,7 @@ Each test fails on the code before (da6c7a4 + dc61dc1); the comment in each says
 
 from __future__ import annotations
 
+import contextlib
 import gc
 import json
 import threading
@@ -217,6 +218,34 @@ def test_a_context_closed_inside_another_contexts_block_leaves_the_primary_under
     on_fresh_thread(scenario)
 
 
+def test_a_closed_blocks_context_is_never_pushed_back() -> None:
+    # Before: `with a: with b: <a call in a>; b.close(); a.close()` pushed the destroyed b back into its slot,
+    # and the process aborted (free(): invalid pointer; attack a04 S5, round 6, on the H200).
+    primary = default_context()
+    rng = np.random.default_rng()
+
+    def scenario() -> None:
+        x = rng.standard_normal(N, dtype=np.float32)
+        primary.activate()
+        a, b, c = Context.create(), Context.create(), Context.create()
+        primary.activate()
+        with pytest.raises(KeyError), a, b:
+            a.synchronize()  # a in place of b's block entry
+            b.close()
+            a.close()
+            raise KeyError("the body")
+        assert current_handle() == primary.raw_handle
+        with c, Context.create() as inner:  # c's entry in the inner block's place; inner closed first, then c
+            c.synchronize()
+            inner.close()
+            c.close()
+        assert current_handle() == primary.raw_handle, "neither exit popped the primary"
+        with DeviceBuffer.from_array(x) as in_primary:
+            np.testing.assert_array_equal(in_primary.to_array(), x)
+
+    on_fresh_thread(scenario)
+
+
 def test_an_exit_without_an_enter_on_this_thread_is_refused() -> None:
     # Before: the first __exit__ counted down from 1 and popped this thread's primary (no error: "DID NOT
     # RAISE"); a second one left the count at -1, after which closing no longer put the primary back.
@@ -249,5 +278,74 @@ def test_an_exit_without_an_enter_on_this_thread_is_refused() -> None:
         ctx.mem_info()
         ctx.close()  # the count was not driven below zero: the primary comes back
         assert current_handle() == primary.raw_handle
+
+    on_fresh_thread(scenario)
+
+
+DESTROYED_ON_ANOTHER_THREAD = """
+import json, threading
+import numpy as np
+import rawcuda
+from rawcuda import Context, DeviceBuffer
+from rawcuda.current import current_handle
+primary = rawcuda.default_context()
+a, b = Context.create(), Context.create()
+inside, closed, out = threading.Event(), threading.Event(), {}
+x = np.random.default_rng().standard_normal(4096, dtype=np.float32)
+
+def worker():
+    with a:
+        with b:
+            inside.set()
+            closed.wait(30)
+            b.close()  # its walk finds a below, destroyed by the main thread
+        out["b's block popped"] = True
+    out["a's block popped"] = True
+    with DeviceBuffer.from_array(x) as d:
+        out["worker round trip"] = bool(np.array_equal(d.to_array(), x))
+
+t = threading.Thread(target=worker)
+t.start()
+inside.wait(30)
+a.close()
+closed.set()
+t.join(30)
+with DeviceBuffer.from_array(x) as d:
+    out["main round trip"] = bool(np.array_equal(d.to_array(), x))
+out["main current"] = current_handle() == primary.raw_handle
+print(json.dumps(out))
+"""
+
+
+def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here() -> None:
+    # Before (attack a04 S6, round 7): b.close() on the worker pushed the a the main thread had destroyed back
+    # onto the worker's stack, and a's block then popped it: the process died (SIGSEGV in cuCtxPopCurrent).
+    proc = run_python(DESTROYED_ON_ANOTHER_THREAD)
+    assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-3000:]}"
+    assert json.loads(proc.stdout.strip().splitlines()[-1]) == {
+        "b's block popped": True,
+        "a's block popped": True,
+        "worker round trip": True,
+        "main round trip": True,
+        "main current": True,
+    }
+
+
+def test_closing_a_context_under_five_thousand_open_blocks_of_it() -> None:
+    # Before (attack a22 a10 S2, round 7): the walk stopped at 4096 entries and pushed them back above the ones
+    # it never saw: the destroyed context stayed current after close(), and nothing was once the blocks ended.
+    primary = default_context()
+    depth = 5000
+
+    def scenario() -> None:
+        primary.activate()
+        a = Context.create()
+        with contextlib.ExitStack() as blocks:
+            for _ in range(depth):
+                blocks.enter_context(a)
+            a.close()
+            assert current_handle() == primary.raw_handle
+        assert current_handle() == primary.raw_handle
+        primary.synchronize()
 
     on_fresh_thread(scenario)

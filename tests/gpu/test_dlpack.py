@@ -518,6 +518,26 @@ def test_an_array_running_past_its_allocation_is_refused(torch: Any, no_export_l
     buf.close()
 
 
+def test_adopt_reads_a_producers_interface_once() -> None:
+    # Before: the pointer came from one read of __cuda_array_interface__ and the shape from a second; a producer
+    # that builds the dict at each read (as properties do) could hand over a pointer and a shape that disagree.
+    buf = DeviceBuffer.from_array(np.arange(16, dtype=np.float32))
+
+    class Changing:
+        reads = 0
+
+        @property
+        def __cuda_array_interface__(self) -> dict[str, Any]:
+            Changing.reads += 1
+            shape = (16,) if Changing.reads == 1 else (8,)  # (a later read describes another array)
+            return {"shape": shape, "typestr": "<f4", "data": (buf.ptr, False), "version": 3, "stream": None}
+
+    with rawcuda.adopt(Changing()) as adopted:
+        assert Changing.reads == 1 and adopted.shape == (16,)
+        np.testing.assert_array_equal(adopted.to_array(), np.arange(16, dtype=np.float32))
+    buf.close()
+
+
 def test_what_rawcuda_cannot_export_is_refused(no_export_left: None) -> None:
     buf = DeviceBuffer.zeros(16)
     with pytest.raises(BufferError, match="never copies"):

@@ -54,3 +54,29 @@ def test_forked_child_on_the_gpu(tmp_path: Path) -> None:
     for outcome in result["outcomes"]:
         assert "spawn" in outcome, outcome
     assert result["outcomes"][0].startswith("ForkedProcessError")
+
+
+BLOCK_ENDS_IN_A_FORKED_CHILD = """
+import os, sys
+import rawcuda
+from rawcuda import Context
+primary = rawcuda.default_context()
+a = Context.create()
+with primary:
+    with a:
+        pid = os.fork()
+        if pid == 0:
+            sys.exit(5)  # both blocks end in the child on the way out
+        _, status = os.waitpid(pid, 0)
+print("child status", os.waitstatus_to_exitcode(status))
+a.close()
+"""
+
+
+def test_with_blocks_ending_in_a_forked_child_raise_nothing() -> None:
+    # Before (attack a22 a09 K4, round 7): each block's __exit__ popped through the child's unusable driver --
+    # NotInitializedError out of the exit, so sys.exit(5) became status 1, with a traceback on stderr.
+    proc = run_python(BLOCK_ENDS_IN_A_FORKED_CHILD)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert proc.stdout.strip().splitlines()[-1] == "child status 5"
+    assert "Traceback" not in proc.stderr and "Exception ignored" not in proc.stderr, proc.stderr[-3000:]

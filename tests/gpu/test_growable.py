@@ -87,6 +87,43 @@ def test_kernels_run_across_chunk_boundaries(granularity: int, rng: np.random.Ge
             buf.close()
 
 
+def test_a_growable_buffer_is_a_kernel_argument_as_rawcuda_memory_also_in_a_capture(
+    vector_add: rawcuda.Function, rng: np.random.Generator
+) -> None:
+    # Before: a GrowableBuffer argument went through its __cuda_array_interface__ at every launch, whose
+    # pending-stream check refused inside a capture once eager work on the capturing stream was recorded
+    # (BufferError instead of a captured launch; review, round 6).
+    n = 4096
+    a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    s = rawcuda.Stream()
+    bufs = [GrowableBuffer(CAPACITY, np.float32) for _ in range(3)]
+    a, b, c = bufs
+    try:
+        a.extend(a_host, stream=s)
+        b.extend(b_host, stream=s)
+        c.extend(np.full(n, NAN32), stream=s)  # eager work on s: recorded as pending on each
+        grid = (n + 255) // 256
+        vector_add.launch(grid, 256, c, a, b, n, stream=s)
+        assert c.pending.streams and c.pending.streams[-1]() is s, "the launch recorded s on c's memory"
+        s.synchronize()
+        np.testing.assert_array_equal(c.to_array(), a_host + b_host)
+        c.buffer.fill(NAN32)
+        vector_add.launch(grid, 256, c, a, b, n, stream=s)  # pending on s again, eagerly
+        with rawcuda.capture(s) as graph:
+            vector_add.launch(grid, 256, c, c, b, n, stream=s)  # c = (a + b) + b, at each replay
+        s.synchronize()
+        np.testing.assert_array_equal(c.to_array(), a_host + b_host, "the capture ran nothing yet")
+        with graph.instantiate() as replay:
+            replay.launch(s)
+            s.synchronize()
+        np.testing.assert_array_equal(c.to_array(), (a_host + b_host) + b_host)
+        graph.close()
+    finally:
+        for buf in bufs:
+            buf.close()
+        s.close()
+
+
 def test_the_device_may_read_and_write_every_mapped_chunk(granularity: int) -> None:
     with GrowableBuffer(CAPACITY, np.uint8) as buf:
         buf.grow(granularity)
@@ -180,3 +217,32 @@ def test_copy_grow_moves_and_copies(rng: np.random.Generator) -> None:
         np.testing.assert_array_equal(new.to_array()[:1000], data)
     finally:
         new.close()
+
+
+def test_a_replay_over_a_closed_growable_buffer_is_refused(
+    granularity: int, vector_add: rawcuda.Function, rng: np.random.Generator
+) -> None:
+    # Before (attack a22 a06 G8/G9, round 7): the replay check knew DeviceBuffer and Function only, so a graph
+    # holding a closed GrowableBuffer (add_kernel's argument, or keep_alive) ran on unmapped memory: a sticky
+    # CUDA_ERROR_ILLEGAL_ADDRESS. (Refused before the launch, so this process's context stays usable.)
+    n = 4096
+    a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
+    grid = (n + 255) // 256
+    with DeviceBuffer.from_array(a_host) as a, DeviceBuffer.from_array(b_host) as b, rawcuda.Stream() as s:
+        added, kept = GrowableBuffer(CAPACITY, np.float32), GrowableBuffer(CAPACITY, np.float32)
+        for g in (added, kept):
+            g.extend(np.full(n, NAN32))
+        graph = rawcuda.Graph()
+        graph.add_kernel(vector_add, grid, 256, added, a, b, n)
+        with rawcuda.capture(s) as captured:
+            vector_add.launch(grid, 256, kept, a, b, n, stream=s)
+        captured.keep_alive(kept)
+        with graph, captured, graph.instantiate() as first, captured.instantiate() as second:
+            for replay, g in ((first, added), (second, kept)):
+                replay.launch(s)
+                s.synchronize()
+                np.testing.assert_array_equal(g.to_array(), a_host + b_host)
+                g.close()
+                with pytest.raises(rawcuda.ClosedError, match="was closed"):
+                    replay.launch(s)
+        s.synchronize()  # nothing ran on the unmapped memory: no sticky fault to report

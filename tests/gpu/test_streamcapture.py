@@ -189,3 +189,51 @@ def test_garbage_collected_inside_a_capture_is_released_after_it(
     graph.close()
     for buf in (da, db, dc):
         buf.close()
+
+
+class _InterfaceOnly:
+    """Another library's array reduced to its __cuda_array_interface__, naming the stream its data is written on."""
+
+    def __init__(self, buf: DeviceBuffer, stream: Stream) -> None:
+        self.__cuda_array_interface__ = {
+            "shape": buf.shape,
+            "typestr": buf.dtype.str,
+            "data": (buf.ptr, False),
+            "version": 3,
+            "stream": stream.handle,
+        }
+
+
+@pytest.mark.parametrize("producer", ["interface only", "rawcuda buffer"])
+def test_adopting_for_the_legacy_stream_inside_a_capture_is_refused_and_the_capture_survives(
+    vector_add: rawcuda.Function, rng: np.random.Generator, producer: str
+) -> None:
+    # Before (attack a22 a05, round 7): adopt(x) for stream=None made the legacy stream wait for x's stream
+    # (cuStreamWaitEvent(0, ...)) -- directly for an interface-only x, and for a rawcuda buffer after its
+    # refused DLPack export fell back to the interface. The driver then invalidated the user's capture of a
+    # blocking stream: its cuStreamEndCapture failed with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.
+    a_host, b_host = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+    with (
+        DeviceBuffer.from_array(a_host) as a,
+        DeviceBuffer.from_array(b_host) as b,
+        DeviceBuffer.from_array(np.full(N, np.nan, np.float32)) as c,
+        DeviceBuffer.from_array(rng.standard_normal(N, dtype=np.float32)) as elsewhere,
+        Stream() as capturing,  # blocking: the kind a legacy-stream operation invalidates
+        Stream() as side,
+    ):
+        elsewhere.fill(np.float32(1.5), stream=side)  # pending on the side stream: the interface names it
+        x = _InterfaceOnly(elsewhere, side) if producer == "interface only" else elsewhere
+        with capture(capturing) as graph:
+            vector_add.launch(grid_for(N, BLOCK), BLOCK, c, a, b, N, stream=capturing)
+            try:
+                adopted = rawcuda.adopt(x)
+            except BufferError as exc:
+                assert "graph capture is open" in str(exc)
+            else:  # a rawcuda buffer whose fill was seen done names no stream: nothing to wait for, nothing refused
+                assert producer == "rawcuda buffer", "an interface naming a stream was adopted for the legacy stream"
+                adopted.close()
+        assert capture_status(capturing) is StreamCaptureStatus.NONE
+        with graph, graph.instantiate() as replay:
+            replay.launch(capturing)
+            capturing.synchronize()
+        np.testing.assert_array_equal(c.to_array(), a_host + b_host)

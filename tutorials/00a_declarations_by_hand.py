@@ -1,4 +1,4 @@
-"""Tutorial 00 -- the glue itself: libcuda through bare ctypes, every declaration written by hand.
+"""Tutorial 00a -- the declarations by hand: libcuda through bare ctypes, restype and argtypes written out.
 
 Every other tutorial calls the driver through rawcuda, which has already chosen the symbol, declared the
 types and turned failures into exceptions. This one does what the seed article says a binding must do by
@@ -6,75 +6,62 @@ hand -- and shows where each piece of rawcuda comes from:
 
 * ``ctypes.CDLL("libcuda.so.1")`` -- the driver's soname, not ``libcuda.so``;
 * a bare call: what ctypes assumes when nobody declared anything, and the integer CUresult it returns;
-* ``restype`` and ``argtypes`` written out for 19 functions, a failure code and ``cuGetErrorName``;
+* ``restype`` and ``argtypes`` written out for 8 functions, ``byref`` out-parameters, a failure code and
+  ``cuGetErrorName``;
 * what goes wrong without ``argtypes``/``restype``: an int cut to 32 bits on the way in, a pointer cut to
   32 bits on the way out (shown on harmless libc calls -- never on a call that could crash);
 * why ``cuMemAlloc`` is really ``cuMemAlloc_v2`` (cuda.h's ``#define``, and the driver's own answer);
 * the hand-written lines as one *row* of a table plus one ``errcheck`` -- which is what rawcuda is;
-* ``byref`` out-parameters, the ``void**`` kernelParams array built by hand, a vector add from the
-  project's PTX checked against numpy, and everything freed in reverse order;
 * last, the same declaration as rawcuda's table holds it, rawcuda's errcheck, and the cust code.
 
-Nothing in this file imports rawcuda before the last step, and no driver call here goes through it.
-(The shared frame ``tutorials/_tutorial.py`` -- step numbering, ``--step``, the exit statuses -- imports
-rawcuda to recognise its no-GPU errors; importing rawcuda touches no driver.) The no-GPU exit is this
-file's own: no libcuda, the toolkit's stub, or no device -> one ``skipped:`` line and status 77.
+Tutorial 00b goes on from here with the same bare ctypes: a context, device memory, the ``void**``
+kernelParams array built by hand, a launch checked against numpy.
+
+The declarations are here, in ``declare()``, and step 3 prints them; what 00a and 00b share (cuda.h's
+types in ctypes, the CUresult numbers, the errcheck, the no-GPU exit) is in ``tutorials/_handmade.py``,
+as bare. Nothing in this file imports rawcuda before the last step, and no driver call here goes through
+it. (The shared frame ``tutorials/_tutorial.py`` imports rawcuda to recognise its no-GPU errors; that
+touches no driver.) No libcuda, the toolkit's stub, or no device -> one ``skipped:`` line, status 77.
 
 ``$RAWCUDA_LIBCUDA``, when set, names the file to open instead of the soname (rawcuda's own override).
 The CPU tests point it at ``tests/fakecuda/fakehost.c``, a look-alike whose "device" is the host.
 
-Run:  python tutorials/00_raw_ctypes.py [--step]
+Run:  python tutorials/00a_declarations_by_hand.py [--step]
 """
 
 from __future__ import annotations
 
 import ctypes
 import inspect
-import os
-import re
-import sys
 import textwrap
-from collections.abc import Callable
 from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
-from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
-import numpy as np
-from _tutorial import EXIT_NO_GPU, Tutorial, TutorialCheckError, run
+from _handmade import (
+    CUDA_ERROR_INVALID_DEVICE,
+    CUDA_SUCCESS,
+    LOW_32_BITS,
+    NO_GPU_CODES,
+    SONAME,
+    CUdevice,
+    CUdeviceptr,
+    CUresult,
+    expect_failure,
+    header_lines,
+    library_name,
+    make_errcheck,
+    mapped_file,
+    skip,
+)
+from _tutorial import Tutorial, TutorialCheckError, run
 
-ROOT = Path(__file__).resolve().parent.parent
-PTX_FILE = ROOT / "rawcuda" / "kernels" / "vector_add.ptx"  # a file of the checkout: reading it imports nothing
-CUDA_H = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
-
-SONAME = "libcuda.so.1"
-OVERRIDE_ENV = "RAWCUDA_LIBCUDA"
-
-# The CUresult codes this tutorial meets (cuda.h, enum cudaError_enum).
-CUDA_SUCCESS = 0
-CUDA_ERROR_OUT_OF_MEMORY = 2
-CUDA_ERROR_STUB_LIBRARY = 34
-CUDA_ERROR_NO_DEVICE = 100
-CUDA_ERROR_INVALID_DEVICE = 101
-NO_GPU_CODES = {CUDA_ERROR_STUB_LIBRARY: "the toolkit's stub libcuda", CUDA_ERROR_NO_DEVICE: "no CUDA device"}
 CU_GET_PROC_ADDRESS_DEFAULT = 0  # cuGetProcAddress flags: the default search
 CUDA_3_1 = 3010  # the last CUDA whose cuMemAlloc took 32-bit sizes and pointers
-
-N = (1 << 20) + 3  # not a multiple of 4 or of 256: the kernel's scalar tail and a partial last block both run
-BLOCK = 256  # threads per block (a multiple of the 32-thread warp)
-FLOAT_BYTES = 4
 NAME_BYTES = 256  # buffer for cuDeviceGetName
 BAD_ORDINAL = 99  # a device this machine does not have
-ABSURD_BYTES = 1 << 40  # 1 TiB: more than any GPU has
 TOO_BIG_FOR_INT = (1 << 32) + 5  # 4 GiB + 5: the size a 32-bit int cannot hold
 LIBC_BUFFER_BYTES = 16
-LOW_32_BITS = 0xFFFFFFFF
 VERSION_MAJOR, VERSION_MINOR = 1000, 10  # CUDA versions are major * 1000 + minor * 10: 13000 is 13.0
-
-# ---- C types, spelled in ctypes (what cuda.h's typedefs are on 64-bit Linux) ----------------------------
-CUresult = c_int  # typedef enum cudaError_enum CUresult: an enum is a 4-byte int
-CUdevice = c_int  # typedef int CUdevice
-CUdeviceptr = c_uint64  # typedef unsigned long long CUdeviceptr: a number, never dereferenced by the host
-CUcontext = CUmodule = CUfunction = CUstream = c_void_p  # typedef struct CUctx_st *CUcontext ...: handles
 
 #: Every symbol declare() gives types to -- the symbols libcuda exports, not always cuda.h's names.
 SYMBOLS = (
@@ -85,18 +72,7 @@ SYMBOLS = (
     "cuDeviceGet",
     "cuDeviceGetName",
     "cuGetProcAddress_v2",
-    "cuDevicePrimaryCtxRetain",
-    "cuDevicePrimaryCtxRelease_v2",
-    "cuCtxSetCurrent",
-    "cuCtxSynchronize",
     "cuMemAlloc_v2",
-    "cuMemFree_v2",
-    "cuMemcpyHtoD_v2",
-    "cuMemcpyDtoH_v2",
-    "cuModuleLoadData",
-    "cuModuleGetFunction",
-    "cuModuleUnload",
-    "cuLaunchKernel",
 )
 
 
@@ -127,56 +103,9 @@ def declare(lib: Any) -> None:
     #                           CUdriverProcAddressQueryResult *symbolStatus)       (#define'd to _v2)
     lib.cuGetProcAddress_v2.restype = CUresult
     lib.cuGetProcAddress_v2.argtypes = [c_char_p, POINTER(c_void_p), c_int, c_uint64, POINTER(c_int)]
-    # CUresult cuDevicePrimaryCtxRetain(CUcontext *pctx, CUdevice dev)
-    lib.cuDevicePrimaryCtxRetain.restype = CUresult
-    lib.cuDevicePrimaryCtxRetain.argtypes = [POINTER(CUcontext), CUdevice]
-    # CUresult cuDevicePrimaryCtxRelease(CUdevice dev)                                (#define'd to _v2)
-    lib.cuDevicePrimaryCtxRelease_v2.restype = CUresult
-    lib.cuDevicePrimaryCtxRelease_v2.argtypes = [CUdevice]
-    # CUresult cuCtxSetCurrent(CUcontext ctx)
-    lib.cuCtxSetCurrent.restype = CUresult
-    lib.cuCtxSetCurrent.argtypes = [CUcontext]
-    # CUresult cuCtxSynchronize(void)
-    lib.cuCtxSynchronize.restype = CUresult
-    lib.cuCtxSynchronize.argtypes = []
     # CUresult cuMemAlloc(CUdeviceptr *dptr, size_t bytesize)                        (#define'd to _v2)
     lib.cuMemAlloc_v2.restype = CUresult
     lib.cuMemAlloc_v2.argtypes = [POINTER(CUdeviceptr), c_size_t]
-    # CUresult cuMemFree(CUdeviceptr dptr)                                           (#define'd to _v2)
-    lib.cuMemFree_v2.restype = CUresult
-    lib.cuMemFree_v2.argtypes = [CUdeviceptr]
-    # CUresult cuMemcpyHtoD(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount)   (_v2)
-    lib.cuMemcpyHtoD_v2.restype = CUresult
-    lib.cuMemcpyHtoD_v2.argtypes = [CUdeviceptr, c_void_p, c_size_t]
-    # CUresult cuMemcpyDtoH(void *dstHost, CUdeviceptr srcDevice, size_t ByteCount)         (_v2)
-    lib.cuMemcpyDtoH_v2.restype = CUresult
-    lib.cuMemcpyDtoH_v2.argtypes = [c_void_p, CUdeviceptr, c_size_t]
-    # CUresult cuModuleLoadData(CUmodule *module, const void *image)
-    lib.cuModuleLoadData.restype = CUresult
-    lib.cuModuleLoadData.argtypes = [POINTER(CUmodule), c_void_p]
-    # CUresult cuModuleGetFunction(CUfunction *hfunc, CUmodule hmod, const char *name)
-    lib.cuModuleGetFunction.restype = CUresult
-    lib.cuModuleGetFunction.argtypes = [POINTER(CUfunction), CUmodule, c_char_p]
-    # CUresult cuModuleUnload(CUmodule hmod)
-    lib.cuModuleUnload.restype = CUresult
-    lib.cuModuleUnload.argtypes = [CUmodule]
-    # CUresult cuLaunchKernel(CUfunction f, unsigned int gridDimX, gridDimY, gridDimZ,
-    #                         unsigned int blockDimX, blockDimY, blockDimZ, unsigned int sharedMemBytes,
-    #                         CUstream hStream, void **kernelParams, void **extra)
-    lib.cuLaunchKernel.restype = CUresult
-    lib.cuLaunchKernel.argtypes = [
-        CUfunction,
-        c_uint,  # gridDimX
-        c_uint,  # gridDimY
-        c_uint,  # gridDimZ
-        c_uint,  # blockDimX
-        c_uint,  # blockDimY
-        c_uint,  # blockDimZ
-        c_uint,  # sharedMemBytes
-        CUstream,
-        POINTER(c_void_p),  # void **kernelParams
-        POINTER(c_void_p),  # void **extra
-    ]
 
 
 #: The same declaration as data: prototype, exported symbol, restype, argtypes. A list of these is a table.
@@ -188,33 +117,6 @@ CU_MEM_ALLOC_ROW = (
 )
 
 
-class DriverError(RuntimeError):
-    """A non-zero CUresult, with its number and the driver's name for it."""
-
-    def __init__(self, code: int, name: str, call: str) -> None:
-        self.code, self.name, self.call = code, name, call
-        super().__init__(f"{call} returned {code} ({name})")
-
-
-def error_name(lib: Any, code: int) -> str:
-    """cuGetErrorName: the driver's name for a code (an out-parameter: a const char * it owns)."""
-    text = c_char_p()
-    if lib.cuGetErrorName(code, byref(text)) != CUDA_SUCCESS or text.value is None:
-        return "an unknown code"
-    return text.value.decode()
-
-
-def make_errcheck(lib: Any) -> Any:
-    """One errcheck for every function: ctypes calls it with each result; a non-zero one raises."""
-
-    def errcheck(result: int, func: Any, args: tuple[Any, ...]) -> int:
-        if result != CUDA_SUCCESS:
-            raise DriverError(result, error_name(lib, result), func.__name__)
-        return result
-
-    return errcheck
-
-
 def bind(lib: Any, row: tuple[str, str, Any, tuple[Any, ...]], errcheck: Any) -> Any:
     """A function for one row: a *fresh* pointer to the symbol (lib[...] is not cached), typed and checked."""
     _prototype, symbol, restype, argtypes = row
@@ -223,47 +125,9 @@ def bind(lib: Any, row: tuple[str, str, Any, tuple[Any, ...]], errcheck: Any) ->
     return fn
 
 
-def skip(why: str) -> NoReturn:
-    """No usable GPU: the frame's one-line skip (tutorials/README.md, "Exit statuses"), status 77."""
-    print(f"skipped: no usable GPU here ({why})")
-    sys.exit(EXIT_NO_GPU)
-
-
-def expect_failure(call: Callable[[], object], what: str) -> DriverError:
-    """Run ``call``, which must fail: the DriverError its errcheck raised."""
-    try:
-        call()
-    except DriverError as exc:
-        return exc
-    raise TutorialCheckError(f"{what} should have failed, and did not")
-
-
-def mapped_file(requested: str) -> str:
-    """The file the loader really opened for ``requested``, from this process's memory map (Linux)."""
-    stem = Path(requested).name.split(".so")[0]
-    try:
-        with open("/proc/self/maps") as maps:
-            for line in maps:
-                path = line.split()[-1]
-                if Path(path).name.startswith(stem + "."):
-                    return path
-    except OSError:
-        pass
-    return "(not known on this system)"
-
-
-def header_lines(pattern: str, fallback: str) -> str:
-    """The lines of cuda.h matching ``pattern`` -- or, without a toolkit, what CUDA 13.0's cuda.h says."""
-    if CUDA_H.is_file():
-        found = [line.strip() for line in CUDA_H.read_text(errors="replace").splitlines() if re.search(pattern, line)]
-        if found:
-            return "\n".join(f"{CUDA_H}: {line}" for line in found)
-    return f"(no cuda.h at {CUDA_H}; CUDA 13.0's reads:) {fallback}"
-
-
 def main(t: Tutorial) -> None:
     t.step(f"dlopen the driver by its soname: ctypes.CDLL({SONAME!r})")
-    requested = os.environ.get(OVERRIDE_ENV) or SONAME
+    requested = library_name()  # SONAME, unless $RAWCUDA_LIBCUDA names another file (the CPU tests' fake)
     try:
         lib = ctypes.CDLL(requested)
     except OSError as exc:
@@ -296,7 +160,9 @@ def main(t: Tutorial) -> None:
     t.say(
         "Out-parameters are pointers: `byref(x)` passes the address of the ctypes object x, and the driver\n"
         "writes the answer into it. Handles (CUcontext, CUmodule ...) are opaque pointers: c_void_p. Device\n"
-        "addresses (CUdeviceptr) are 64-bit *numbers*: c_uint64, never c_void_p (whose 0 reads back as None)."
+        "addresses (CUdeviceptr) are 64-bit *numbers*: c_uint64, never c_void_p (whose 0 reads back as None).\n"
+        "CUresult = c_int, CUdevice = c_int, CUdeviceptr = c_uint64: cuda.h's typedefs, spelled in ctypes in\n"
+        "tutorials/_handmade.py. Tutorial 00b declares the functions of a launch the same way."
     )
 
     t.step("call them, and read each CUresult by hand")
@@ -321,11 +187,14 @@ def main(t: Tutorial) -> None:
     t.step(f"a failure is just a number: cuDeviceGet(&dev, {BAD_ORDINAL}), named with cuGetErrorName")
     bad = CUdevice()
     failed = lib.cuDeviceGet(byref(bad), BAD_ORDINAL)
-    failed_name = error_name(lib, failed)
+    text = c_char_p()  # the out-parameter: the driver points it at a static string the driver owns
+    named = lib.cuGetErrorName(failed, byref(text))
+    failed_name = text.value.decode() if named == CUDA_SUCCESS and text.value else "an unknown code"
     t.say(
         f"cuDeviceGet(&dev, {BAD_ORDINAL}) -> {failed}; cuGetErrorName({failed}, &str) -> {failed_name!r}\n"
         "Nothing was raised: ignore the integer and the program carries on with a garbage device. The seed's\n"
-        "case 4 is about exactly this -- the codes must become errors somewhere; a later step makes them."
+        "case 4 is about exactly this -- the codes must become errors somewhere; a later step makes them.\n"
+        "(error_name() in tutorials/_handmade.py is these three lines, for that later step's errcheck.)"
     )
     t.check(
         failed == CUDA_ERROR_INVALID_DEVICE and failed_name == "CUDA_ERROR_INVALID_DEVICE",
@@ -405,8 +274,9 @@ def main(t: Tutorial) -> None:
         f"CU_MEM_ALLOC_ROW = {CU_MEM_ALLOC_ROW!r}\n"
         "(64-bit Linux has one 8-byte unsigned type under three names: ctypes shows c_uint64 and c_size_t as\n"
         "c_ulong, so POINTER(CUdeviceptr) prints as LP_c_ulong)\n\n"
+        + "tutorials/_handmade.py (00b attaches the same one):\n"
         + inspect.getsource(make_errcheck)
-        + "\n"
+        + "\nand this file's bind():\n"
         + inspect.getsource(bind).rstrip()
     )
     cu_mem_alloc = bind(lib, CU_MEM_ALLOC_ROW, errcheck)
@@ -424,129 +294,6 @@ def main(t: Tutorial) -> None:
         "That is all a binding's core is: a table of such rows, bound once each, and one errcheck. rawcuda's\n"
         "table (rawcuda/ffi/cuda/) holds a row like this for every function it calls, proven against cuda.h;\n"
         "its errcheck builds richer exceptions. The last step shows both."
-    )
-
-    t.step("a context: retain the device's primary context and make it current")
-    ctx = CUcontext()
-    lib.cuDevicePrimaryCtxRetain(byref(ctx), dev)
-    lib.cuCtxSetCurrent(ctx)
-    t.term("context")
-    t.term("primary context")
-    t.term("current context")
-    create_exports = [
-        s for s in ("cuCtxCreate", "cuCtxCreate_v2", "cuCtxCreate_v3", "cuCtxCreate_v4") if hasattr(lib, s)
-    ]
-    t.say(
-        f"primary context {ctx.value or 0:#x}, current on this thread. Every allocation, module and launch\n"
-        "below belongs to the current context. The primary context is the one per device that the CUDA\n"
-        "runtime, CuPy and torch share (cust's Context::new retains it too). Creating a private one is\n"
-        "cuCtxCreate -- which in CUDA 13 is yet another rename:\n"
-        + header_lines(
-            r"#define cuCtxCreate\s|CUresult CUDAAPI cuCtxCreate(_v\d)?\(",
-            "#define cuCtxCreate cuCtxCreate_v4 / cuCtxCreate(CUcontext *pctx, CUctxCreateParams *ctxCreateParams, "
-            "unsigned int flags, CUdevice dev)",
-        )
-        + f"\nthis libcuda exports: {', '.join(create_exports) or 'none of them'}\n"
-        "The prototype the header's users see takes a CUctxCreateParams * (NULL: no extras) before the flags;\n"
-        "the older ones are kept at the end of cuda.h, under #if defined(__CUDA_API_VERSION_INTERNAL), for\n"
-        "the driver's own build. An old tutorial's lib.cuCtxCreate(&ctx, flags, dev) calls the plain,\n"
-        "3-argument symbol. Bind that plain symbol but pass the CUDA 13 argument list (&ctx, NULL, flags,\n"
-        "dev), and NULL arrives as the flags and the flags as the device. Tutorial 01 binds cuCtxCreate_v4."
-    )
-
-    t.step(f"device memory: three buffers of {N:,} float32 with cuMemAlloc_v2(&dptr, bytes)")
-    nbytes = N * FLOAT_BYTES
-    d_a, d_b, d_c = CUdeviceptr(), CUdeviceptr(), CUdeviceptr()
-    for dptr in (d_a, d_b, d_c):
-        lib.cuMemAlloc_v2(byref(dptr), nbytes)  # the driver writes the new address into dptr
-    t.say(f"a at {d_a.value:#x}, b at {d_b.value:#x}, c at {d_c.value:#x} ({nbytes:,} bytes each)")
-    t.say(
-        f"had cuMemFree_v2 been left undeclared, cuMemFree_v2(a) would have received "
-        f"{c_int(d_a.value).value & LOW_32_BITS:#x}\n(the low 32 bits of {d_a.value:#x}): freeing the wrong address"
-    )
-    huge = CUdeviceptr()
-    oom = expect_failure(lambda: lib.cuMemAlloc_v2(byref(huge), ABSURD_BYTES), "allocating 1 TiB")
-    t.say(f"cuMemAlloc_v2(&p, 1 TiB) -> {oom.code} ({oom.name}): an ordinary, recoverable error")
-    t.check(oom.code == CUDA_ERROR_OUT_OF_MEMORY, f"asking for 1 TiB fails with {CUDA_ERROR_OUT_OF_MEMORY}")
-
-    t.step("copy a and b to the device; poison c with NaN, so a kernel that writes nothing cannot pass")
-    t.term("kernel")
-    rng = np.random.default_rng()
-    a = rng.standard_normal(N, dtype=np.float32)
-    b = rng.standard_normal(N, dtype=np.float32)
-    poison = np.full(N, np.nan, dtype=np.float32)
-    lib.cuMemcpyHtoD_v2(d_a, a.ctypes.data, nbytes)  # (device address, host address, bytes)
-    lib.cuMemcpyHtoD_v2(d_b, b.ctypes.data, nbytes)
-    lib.cuMemcpyHtoD_v2(d_c, poison.ctypes.data, nbytes)
-    t.say(
-        "a.ctypes.data is the numpy array's host address (an int; argtypes makes it a void *). These copies\n"
-        "are synchronous: when cuMemcpyHtoD_v2 returns the data has been taken, and a may be reused."
-    )
-
-    t.step("load the PTX with cuModuleLoadData and find the kernel with cuModuleGetFunction")
-    t.term("PTX")
-    ptx = PTX_FILE.read_bytes() + b"\0"  # the driver reads PTX as a C string: it must end with a NUL
-    entry = re.search(rb"\.entry vector_add\((.*?)\)", ptx, re.S)
-    params_text = " ".join(entry.group(1).decode().split()) if entry else "(no .entry vector_add found)"
-    t.say(f"{PTX_FILE.relative_to(ROOT)}: .entry vector_add({params_text})")
-    module, kernel = CUmodule(), CUfunction()
-    lib.cuModuleLoadData(byref(module), ptx)  # `ptx` (bytes) must stay alive during the call: it is a local
-    lib.cuModuleGetFunction(byref(kernel), module, b"vector_add")
-    t.say(
-        f"module {module.value or 0:#x}, function {kernel.value or 0:#x}. The name is exactly 'vector_add' "
-        'because the kernel is extern "C";\nPTX names its parameters by position only: four 8-byte values '
-        "(c, a, b, n in kernels/vector_add.cu)."
-    )
-    t.check(entry is not None and entry.group(1).count(b".param .u64") == 4, "the PTX kernel takes four u64 values")
-
-    t.step("kernelParams by hand: a void*[4], entry i pointing at argument i's value")
-    n_arg = c_uint64(N)  # size_t n: 8 bytes, as the PTX says (.param .u64)
-    args = [d_c, d_a, d_b, n_arg]  # vector_add(float *c, const float *a, const float *b, size_t n)
-    kernel_params = (c_void_p * len(args))(*[ctypes.addressof(arg) for arg in args])
-    t.say(
-        "\n".join(
-            f"kernelParams[{i}] = {kernel_params[i]:#x} -> {c_uint64.from_address(kernel_params[i]).value:#x}  ({what})"
-            for i, what in enumerate(["&c: the address of the c_uint64 holding c", "&a", "&b", "&n"])
-        )
-    )
-    t.say(
-        "Who keeps what alive: the array holds bare integers, so it keeps nothing alive -- the list `args`\n"
-        "keeps the four ctypes objects whose addresses it holds. Build it from temporaries,\n"
-        "(c_void_p * 4)(addressof(c_uint64(x)), ...), and each temporary is freed as soon as addressof returns:\n"
-        "the driver would read freed memory. The driver copies the values out while it queues the launch\n"
-        "(C code passes addresses of local variables), so they must live until cuLaunchKernel returns."
-    )
-
-    t.step(f"cuLaunchKernel: grid x {BLOCK} threads, no dynamic shared memory, the legacy default stream")
-    grid = (N + BLOCK - 1) // BLOCK
-    lib.cuLaunchKernel(kernel, grid, 1, 1, BLOCK, 1, 1, 0, None, kernel_params, None)
-    lib.cuCtxSynchronize()  # the launch is asynchronous: a fault in the kernel shows up here
-    t.term("grid")
-    t.term("block")
-    t.term("shared memory")
-    t.term("stream")
-    t.term("legacy default stream")
-    t.say(
-        f"grid = ceil({N:,} / {BLOCK}) = {grid:,} blocks: one thread per element, as for a naive kernel. The\n"
-        "shipped kernel (tutorial 01 shows it) loops grid-stride over float4s, so any grid covers any n."
-    )
-
-    t.step("copy c back and compare every element with numpy")
-    c = np.empty(N, dtype=np.float32)
-    lib.cuMemcpyDtoH_v2(c.ctypes.data, d_c, nbytes)  # (host address, device address, bytes)
-    t.check(bool(np.array_equal(c, a + b)), f"all {N:,} sums equal numpy's a + b exactly")
-    t.say(f"c[:3] = {c[:3]}")
-
-    t.step("free everything in the reverse order of creation; the context last")
-    lib.cuModuleUnload(module)
-    for dptr in (d_c, d_b, d_a):
-        lib.cuMemFree_v2(dptr)
-    lib.cuCtxSetCurrent(None)
-    lib.cuDevicePrimaryCtxRelease_v2(dev)
-    t.say(
-        "cuModuleUnload, cuMemFree_v2 x3, cuCtxSetCurrent(NULL), cuDevicePrimaryCtxRelease_v2 -- every result\n"
-        "checked by the errcheck. Release the context first and the frees would name memory of a context\n"
-        "that is gone: the seed's RAII warning, which rawcuda's Context.close() enforces (tutorials 02, 07)."
     )
 
     t.step("where rawcuda comes from: the same row in its table, its errcheck -- and the cust code")
@@ -591,10 +338,10 @@ def main(t: Tutorial) -> None:
         "from bindgen over cuda.h (crate cust_raw), whose build script expands cuda.h's #defines with the C\n"
         "preprocessor so that the Rust name cuMemAlloc links to the symbol cuMemAlloc_v2; to_result() is the\n"
         "errcheck, a match from CUresult to CudaError (CudaError::OutOfMemory carries no sizes: the seed's\n"
-        "OutOfMemory { requested, available } is the seed's own type). And launch!(f<<<grid, block, 0,\n"
-        "stream>>>(c, a, b, n)) builds the same kernelParams array, `&arg as *const _ as *mut c_void` for each."
+        "OutOfMemory { requested, available } is the seed's own type). Tutorial 00b goes on, as bare as this,\n"
+        "to a launch: kernelParams built by hand, the array cust's launch! builds."
     )
 
 
 if __name__ == "__main__":
-    run(main, "Tutorial 00: libcuda through bare ctypes -- the glue written by hand")
+    run(main, "Tutorial 00a: libcuda through bare ctypes -- the declarations written by hand")
