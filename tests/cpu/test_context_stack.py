@@ -667,23 +667,31 @@ def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here(fake_ct
     }
 
 
-# What a04's helper above does for one scenario: the real checked calls, with `hook` run after the n-th pop.
+# The real checked calls, with `hook` run once, right after the at-th pop (on="push": push) -- where a GC would
+# run a finalizer inside a close's stack walk.
 DRIVER_WITH_A_HOOK = """
 from rawcuda import contextstack
-pops = [0]
+calls = {"pop": 0, "push": 0}
 
 class Driver:
-    def __init__(self, at, hook):
-        self.at, self.hook = at, hook
+    def __init__(self, at, hook, on="pop"):
+        self.at, self.hook, self.on = at, hook, on
 
     def __getattr__(self, name):
         return getattr(cu, name)
 
+    def counted(self, kind):
+        calls[kind] += 1
+        if kind == self.on and calls[kind] == self.at:
+            self.hook()
+
     def cuCtxPopCurrent(self, popped):
         cu.cuCtxPopCurrent(popped)
-        pops[0] += 1
-        if pops[0] == self.at:
-            self.hook()
+        self.counted("pop")
+
+    def cuCtxPushCurrent(self, handle):
+        cu.cuCtxPushCurrent(handle)
+        self.counted("push")
 """
 
 
@@ -744,33 +752,13 @@ def test_a_generators_block_ending_in_a_walk_pops_after_it(fake_ctx_libcuda: Pat
     assert result == {"inside": ["primary"], "after": ["primary"]}
 
 
-# The real checked calls, with `hook` run once, right after the n-th push (the walk's push-back phase).
-DRIVER_WITH_A_PUSH_HOOK = """
-from rawcuda import contextstack
-pushes = [0]
-
-class Driver:
-    def __init__(self, at, hook):
-        self.at, self.hook = at, hook
-
-    def __getattr__(self, name):
-        return getattr(cu, name)
-
-    def cuCtxPushCurrent(self, handle):
-        cu.cuCtxPushCurrent(handle)
-        pushes[0] += 1
-        if pushes[0] == self.at:
-            self.hook()
-"""
-
-
 def test_a_context_collected_after_the_walk_pushed_it_back_still_leaves_the_thread(fake_ctx_libcuda: Path) -> None:
     # y (no block: a call made it current in place of the primary) is collected right after x's walk pushed it
-    # back. The deferred destroy (a bare cuCtxDestroy) does not take it off the thread again: on top, the
+    # back. The deferred destroy (a bare cuCtxDestroy, before c41fb32) did not take it off the thread again: on top, the
     # destroy pops it and leaves nothing current; collected before the walk, the primary would come back.
     result = scenario(
         fake_ctx_libcuda,
-        DRIVER_WITH_A_PUSH_HOOK
+        DRIVER_WITH_A_HOOK
         + textwrap.dedent("""
         primary, x, y = contexts("x", "y")
         primary.activate()
@@ -778,7 +766,7 @@ def test_a_context_collected_after_the_walk_pushed_it_back_still_leaves_the_thre
         y_handle, victims = y.raw_handle, [y]
         del y
         with x:
-            contextstack.cu = Driver(2, victims.clear)  # (push 1: close()'s own push of x; push 2: y put back)
+            contextstack.cu = Driver(2, victims.clear, on="push")  # (push 1: close()'s own push of x; 2: y back)
             x.close()
             contextstack.cu = cu
             out["inside"] = stack()
@@ -796,7 +784,7 @@ def test_a_context_collected_after_the_walk_pushed_it_back_below_a_block_is_not_
     # stack, destroyed -- current again once z's block ends (what the walk exists to prevent).
     result = scenario(
         fake_ctx_libcuda,
-        DRIVER_WITH_A_PUSH_HOOK
+        DRIVER_WITH_A_HOOK
         + textwrap.dedent("""
         primary, x, y, z = contexts("x", "y", "z")
         primary.activate()
@@ -805,7 +793,7 @@ def test_a_context_collected_after_the_walk_pushed_it_back_below_a_block_is_not_
         del y
         with z:
             with x:
-                contextstack.cu = Driver(2, victims.clear)
+                contextstack.cu = Driver(2, victims.clear, on="push")
                 x.close()
                 contextstack.cu = cu
                 out["inside"] = stack()
@@ -825,23 +813,7 @@ def test_a_generators_block_of_the_closing_context_ending_in_its_walk_adds_no_en
     # place, and a's block ends leaving a current (an entry nobody pops).
     result = scenario(
         fake_ctx_libcuda,
-        textwrap.dedent("""
-        from rawcuda import contextstack
-        pops = [0]
-
-        class Driver:
-            def __init__(self, at, hook):
-                self.at, self.hook = at, hook
-
-            def __getattr__(self, name):
-                return getattr(cu, name)
-
-            def cuCtxPopCurrent(self, popped):
-                cu.cuCtxPopCurrent(popped)
-                pops[0] += 1
-                if pops[0] == self.at:
-                    self.hook()
-        """)
+        DRIVER_WITH_A_HOOK
         + textwrap.dedent(f"""
         primary, a, g = contexts("a", "g")
         primary.activate()
@@ -868,22 +840,13 @@ def test_a_generators_block_of_the_closing_context_ending_in_its_walk_adds_no_en
 
 def test_a_finalizers_balanced_with_block_inside_a_walk_leaves_no_entry(fake_ctx_libcuda: Path) -> None:
     # A __del__ that does `with w: ...` runs inside x's walk (the GC, after the walk popped x and a). Its push
-    # happens at once, but its pop is deferred (pop_block) -- and the walk then pops w's entry as one of the
+    # happens at once, but its pop was deferred (end_block, before c41fb32) -- and the walk then pops w's entry as one of the
     # thread's own and pushes it back under a's; after the walk w is not on top, so the deferred pop pops
     # nothing, and w stays on the stack: current once a's block ends. Before 89976dc the pop ran at once.
     result = scenario(
         fake_ctx_libcuda,
-        DRIVER_WITH_A_PUSH_HOOK
+        DRIVER_WITH_A_HOOK
         + textwrap.dedent("""
-        pops = [0]
-
-        class PopDriver(Driver):
-            def cuCtxPopCurrent(self, popped):
-                cu.cuCtxPopCurrent(popped)
-                pops[0] += 1
-                if pops[0] == self.at:
-                    self.hook()
-
         primary, a, x, w = contexts("a", "x", "w")
         primary.activate()
 
@@ -895,7 +858,7 @@ def test_a_finalizers_balanced_with_block_inside_a_walk_leaves_no_entry(fake_ctx
         victims = [Tidy()]
         with a:
             with x:
-                contextstack.cu = PopDriver(3, victims.clear)  # (pop 1 ends close()'s push; 2: x; 3: a)
+                contextstack.cu = Driver(3, victims.clear)  # (pop 1 ends close()'s push; 2: x; 3: a)
                 x.close()
                 contextstack.cu = cu
                 out["inside"] = stack()
