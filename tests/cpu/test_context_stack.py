@@ -840,9 +840,9 @@ def test_a_generators_block_of_the_closing_context_ending_in_its_walk_adds_no_en
 
 def test_a_finalizers_balanced_with_block_inside_a_walk_leaves_no_entry(fake_ctx_libcuda: Path) -> None:
     # A __del__ that does `with w: ...` runs inside x's walk (the GC, after the walk popped x and a). Its push
-    # happens at once, but its pop was deferred (end_block, before c41fb32) -- and the walk then pops w's entry as one of the
-    # thread's own and pushes it back under a's; after the walk w is not on top, so the deferred pop pops
-    # nothing, and w stays on the stack: current once a's block ends. Before 89976dc the pop ran at once.
+    # happened at once, but its pop was deferred (89976dc) -- and the walk then popped w's entry as one of the
+    # thread's own and pushed it back under a's; after the walk w was not on top, so the deferred pop popped
+    # nothing, and w stayed on the stack: current once a's block ended. Now a block entered in a walk pops at once.
     result = scenario(
         fake_ctx_libcuda,
         DRIVER_WITH_A_HOOK
