@@ -5,8 +5,9 @@ Three ways to launch, from the most forgiving to the fastest:
 * ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks the configuration once per (grid, block,
   shared_mem, stream), and the arguments whenever they are not the very same objects as in the previous launch.
   Close to the host cost of a bare ctypes launch (bench/results/).
-* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable; ``launch()`` only
-  confirms that nothing was closed since and calls the driver -- for hot loops.
+* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable; ``launch()``
+  confirms that nothing was closed since, calls the driver and records its stream on its buffers -- for hot
+  loops. (Another library's arrays and GrowableBuffers are read again at each call: their address can move.)
 * a CUDA graph (:mod:`rawcuda.graph`) replays many launches with one call.
 
 Every path calls the same table row, ``cuLaunchKernelEx``, through an argtypes-free binding. Why the Ex form and

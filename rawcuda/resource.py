@@ -74,7 +74,7 @@ class CaptureDeferral:
             for hazard in hazards:
                 self._hazards.remove(hazard)
             queue, self._queue = (self._queue, []) if self.open_captures == 0 else ([], self._queue)
-            self._running.extend(queue)  # held() still sees them until each release has run (it waits)
+            self._running.extend(queue)  # holds() still sees them until each release has run (it waits)
         for item in queue:
             context, release, args = item
             try:

@@ -337,26 +337,35 @@ def test_a_capture_refuses_the_legacy_stream_only_where_it_could_break() -> None
     # Before (attack a23 a02, round 7): any open capture refused every legacy-stream wait in the process -- a
     # CuPy array on CuPy's default stream could not be passed to a rawcuda kernel while another thread captured
     # a non-blocking stream, which the legacy stream never synchronizes with.
+    from concurrent.futures import ThreadPoolExecutor
+
     from rawcuda.resource import EVERYWHERE, CaptureDeferral, LegacyHazard
 
-    here, elsewhere, ctx, other_ctx = threading.get_ident(), -7, 0xC000, 0xD000
-    cases = {  # the capture's hazards -> (context, thread) pairs refused
-        (LegacyHazard(ctx, None),): {(ctx, here), (ctx, elsewhere), (None, here)},  # a blocking stream of ctx
-        (LegacyHazard(None, elsewhere),): set(),  # THREAD_LOCAL on another thread, non-blocking
-        (LegacyHazard(None, here),): {(ctx, here), (other_ctx, here), (None, here)},  # ... on this thread
-        (EVERYWHERE,): {(ctx, here), (other_ctx, here), (None, here)},  # GLOBAL, or a capture of unknown kind
-        (): set(),  # RELAXED, non-blocking
-    }
-    for hazards, refused in cases.items():
-        deferral = CaptureDeferral()
-        deferral.begin(hazards)
-        for context in (ctx, other_ctx, None):
-            expected = (context, here) in refused
-            try:
-                deferral.refuse_legacy("a wait", context)
-            except BufferError:
-                assert expected, f"{hazards}: refused in context {context}"
-            else:
-                assert not expected, f"{hazards}: allowed in context {context}"
-        deferral.end(hazards)
-        deferral.refuse_legacy("a wait", ctx)  # the capture is over: nothing refused
+    def refused(deferral: CaptureDeferral, context: int | None) -> bool:
+        try:
+            deferral.refuse_legacy("a wait", context)
+        except BufferError:
+            return True
+        return False
+
+    with ThreadPoolExecutor(max_workers=1) as other:  # one worker thread, alive (its ident unique) throughout
+        here, elsewhere = threading.get_ident(), other.submit(threading.get_ident).result()
+        ctx, other_ctx = 0xC000, 0xD000
+        cases = {  # the capture's hazards -> the (context, thread) pairs refused
+            (LegacyHazard(ctx, None),): {(ctx, here), (ctx, elsewhere), (None, here), (None, elsewhere)},  # blocking
+            (LegacyHazard(None, elsewhere),): {(c, elsewhere) for c in (ctx, other_ctx, None)},  # THREAD_LOCAL there
+            (EVERYWHERE,): {(c, t) for c in (ctx, other_ctx, None) for t in (here, elsewhere)},  # GLOBAL, unknown
+            (): set(),  # RELAXED, non-blocking
+        }
+        for hazards, expected in cases.items():
+            deferral = CaptureDeferral()
+            deferral.begin(hazards)
+            seen = {
+                (context, thread)
+                for context in (ctx, other_ctx, None)
+                for thread in (here, elsewhere)
+                if (refused(deferral, context) if thread == here else other.submit(refused, deferral, context).result())
+            }
+            assert seen == expected, hazards
+            deferral.end(hazards)
+            assert not refused(deferral, ctx), "the capture is over: nothing refused"
