@@ -41,7 +41,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rawcuda
 from rawcuda import BoundLaunch, DeviceBuffer, Event, Module, Stream, capture, ops
-from rawcuda.graph import Graph, GraphExec
+from rawcuda.graphs.graph import Graph, GraphExec
 
 HIDDEN_SIZES = (64, 256, 1024, 4096)
 TOKENS = 128  # rows of activations (a batch of tokens)

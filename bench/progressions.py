@@ -2,7 +2,7 @@
 
 Four tables, every result verified before it is timed:
 
-1. reduction -- every step of rawcuda.reduce_steps over 2^28 floats (1 GiB), GB/s read, next to the
+1. reduction -- every step of rawcuda.ops.reduce_steps over 2^28 floats (1 GiB), GB/s read, next to the
    device-to-device copy of the same bytes (cuMemcpyDtoDAsync: they are read *and* written) and cupy.sum /
    torch.sum over the same memory (imports guarded: "not available" otherwise);
 2. transpose -- naive, unpadded and padded at 8192 x 8192, GB/s read + written, next to the copy;
@@ -41,7 +41,7 @@ from progressions_report import markdown, plot, targets
 import rawcuda
 from rawcuda import DeviceAttribute, DeviceBuffer, ops, time_ms
 from rawcuda.checked import cu
-from rawcuda.reduce_steps import STEPS, Reduction
+from rawcuda.ops.reduce_steps import STEPS, Reduction
 
 WARMUP = 3
 REPS = 20

@@ -2,10 +2,10 @@
 torch.matmul (cuBLAS) in fp32 with TF32 off, in one run (about 2 minutes on an H200); the TF32 tensor-core
 step (09) next to torch.matmul with TF32 on.
 
-For each shape -- SQUARE (4096^3) and TALL (a tall, skinny product) -- every kernel of rawcuda.sgemm.KERNELS
+For each shape -- SQUARE (4096^3) and TALL (a tall, skinny product) -- every kernel of rawcuda.ops.sgemm.KERNELS
 runs once into a NaN-poisoned C and is verified against numpy's float64 product, every element within the
 K-term dot-product bound K * eps * (|A| @ |B|) (eps = 2^-23; the TF32 step and torch with TF32: (2^-9 + 2 K
-eps) * (|A| @ |B|), rawcuda.sgemm's error_bound), before it is timed. torch.matmul is verified the same way
+eps) * (|A| @ |B|), rawcuda.ops.sgemm's error_bound), before it is timed. torch.matmul is verified the same way
 (which also shows TF32 really was off: TF32 rounds inputs to 10-bit mantissas, far past the fp32 bound).
 Times are CUDA events around one launch on the legacy default stream: WARMUP launches, then the median of
 at least MIN_REPS and about TARGET_S seconds of launches. TFLOP/s = 2 M N K / time. The kernel
@@ -38,8 +38,9 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 import rawcuda  # noqa: E402
-from rawcuda import DeviceBuffer, ops, sgemm, time_ms  # noqa: E402
-from rawcuda.context import default_context  # noqa: E402
+from rawcuda import DeviceBuffer, ops, time_ms  # noqa: E402
+from rawcuda.core.context import default_context  # noqa: E402
+from rawcuda.ops import sgemm  # noqa: E402
 
 SHAPES = {"square": (4096, 4096, 4096), "tall": (32768, 64, 4096)}  # (M, N, K): C is M x N
 QUICK_SHAPES = {"square": (1024, 1024, 1024), "tall": (8192, 64, 1024)}

@@ -46,7 +46,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import rawcuda
 from rawcuda import Device, DeviceBuffer, Event, ManagedBuffer, PinnedBuffer, Stream, ops
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemAdvise
 

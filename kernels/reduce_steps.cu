@@ -6,7 +6,7 @@
 // Every kernel here has the same contract: out[blockIdx.x] = the sum of this block's share of in[0, n).
 // A full sum is several passes over ever smaller arrays of partial sums (pass 1: n elements -> one
 // partial per block; pass 2: those partials -> fewer; ... until one block is left). The host drives the
-// passes; rawcuda/reduce_steps.py holds each step's launch (block, grid, shared memory) in one table.
+// passes; rawcuda/ops/reduce_steps.py holds each step's launch (block, grid, shared memory) in one table.
 //
 // Launch configuration (every step):
 //   block = REDUCE_STEPS_BLOCK (256) threads. Steps 1-5 also work for any power of two from 64 to 256

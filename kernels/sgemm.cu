@@ -3,7 +3,7 @@
 // Each extern "C" kernel is one step, and each step changes one thing, said in its comment; bench/sgemm.py
 // measures them all in one run next to torch.matmul, and tutorials/14_sgemm_progression.py walks them.
 // The host-side launch description of every kernel (block, grid, what inputs it accepts) is one table:
-// rawcuda/sgemm.py. Every kernel takes (C, A, B, M, N, K) with size_t extents, handles any M, N, K (tiles
+// rawcuda/ops/sgemm.py. Every kernel takes (C, A, B, M, N, K) with size_t extents, handles any M, N, K (tiles
 // past the edges are filled with zeros, stores outside C are skipped) and walks its row tiles in a
 // grid-stride loop (blockIdx.y, blockIdx.y + gridDim.y, ...), so gridDim.y may be capped at 65535 and any
 // M still works. Offsets are size_t: M * K passes 2^31 long before memory runs out.
@@ -27,7 +27,7 @@
 //                  so measured against torch.matmul with TF32 allowed, and checked with a TF32 bound
 //
 // Steps 06 to 09 and sgemm_tune_* move float4s: they need 16-byte aligned A, B, C and N, K multiples of 4
-// (rawcuda/sgemm.py refuses other inputs for them). sgemm_any_* are the any-input twins of the tuned
+// (rawcuda/ops/sgemm.py refuses other inputs for them). sgemm_any_* are the any-input twins of the tuned
 // kernels (single-float loads and stores, each checked), which rawcuda.ops uses for everything else.
 //
 // The markers "// [step NN]" and "// [end NN]" delimit each step for the tutorial, which prints them.
@@ -572,7 +572,7 @@ sgemm_09_tf32(float *__restrict__ C, const float *__restrict__ A, const float *_
 }
 // [end 09]
 
-// The configurations one device run sweeps (bench/sgemm.py); rawcuda/sgemm.py lists the same names.
+// The configurations one device run sweeps (bench/sgemm.py); rawcuda/ops/sgemm.py lists the same names.
 // The last argument is the blocks per SM ptxas must leave room for (the register ceiling); what ptxas
 // -arch=sm_90 made of each (registers per thread, bytes spilled to local memory) is in the comment.
 // 8 x 8 per thread, 256 threads, 2 blocks (16 warps) per SM:

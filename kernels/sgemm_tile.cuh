@@ -39,7 +39,7 @@
 //
 // Global memory: VECTOR = true reads A and B and writes C in float4s (16 bytes, one instruction). That
 // needs 16-byte aligned A, B and C and N and K multiples of 4 (so every row starts aligned, and a float4
-// is wholly inside the matrix or wholly outside it). rawcuda/sgemm.py refuses other inputs for these
+// is wholly inside the matrix or wholly outside it). rawcuda/ops/sgemm.py refuses other inputs for these
 // kernels; VECTOR = false (sgemm_any_*) reads and writes single floats, each checked, and takes any
 // pointer and any N, K. Outside the matrices the tiles are filled with zeros, which add nothing, and
 // stores outside C are skipped: no size needs to be a multiple of a tile, and K = 0 gives C = 0.

@@ -35,7 +35,7 @@ TUTORIAL_DIR = ROOT / "tutorials"
 EXIT_NO_GPU = 77  # the documented exit status of the demo and the tutorials on a machine without a GPU
 BLOCK = 256  # threads per block of the tests' 1-D launches
 # A number that stands for a foreign CUstream in tests where no driver ever sees it: the address of live
-# memory, since rawcuda refuses stream numbers it cannot read memory at (rawcuda.ffi.hostmap).
+# memory, since rawcuda refuses stream numbers it cannot read memory at (rawcuda.protocols.hostmap).
 _STREAM_STAND_IN = ctypes.create_string_buffer(64)
 MAPPED_STREAM_NUMBER = ctypes.addressof(_STREAM_STAND_IN)
 NAN32 = np.float32(np.nan)

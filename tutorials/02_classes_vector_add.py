@@ -22,8 +22,8 @@ from _tutorial import Tutorial, run
 
 import rawcuda
 from rawcuda import Context, Device, DeviceBuffer, Module, Stream, ops
+from rawcuda.core.kernelargs import ArgumentError
 from rawcuda.ffi.constants import CtxFlag, StreamFlag
-from rawcuda.kernelargs import ArgumentError
 
 N = 1_000_000
 BLOCK = 256

@@ -10,7 +10,7 @@ steps over 1 GiB, with cupy.sum and torch.sum beside them.)
 
 Every step writes one partial sum per block, so a sum is several passes, each over the partial sums of
 the pass before, until one block is left. How each step is launched -- block, grid, shared memory, elements
-per thread -- is one table, ``rawcuda.reduce_steps.STEPS``.
+per thread -- is one table, ``rawcuda.ops.reduce_steps.STEPS``.
 
 Run:  python tutorials/03a_reduction_steps.py [--step]
 """
@@ -24,7 +24,7 @@ from _tutorial import Tutorial, run
 
 import rawcuda
 from rawcuda import DeviceBuffer, time_ms
-from rawcuda.reduce_steps import STEPS, ReduceStep, Reduction
+from rawcuda.ops.reduce_steps import STEPS, ReduceStep, Reduction
 
 N = 1 << 26  # 64 Mi floats = 256 MiB: memory bandwidth, not launch cost, decides
 REPS = 10

@@ -33,7 +33,7 @@ import rawcuda
 from rawcuda import DeviceBuffer, Function, FunctionAttribute, kernels, ops
 from rawcuda.checked import cu
 from rawcuda.ffi.results import Result, c_name
-from rawcuda.reduce_steps import STEPS, STEPS_BLOCK, ReduceStep, error_bound
+from rawcuda.ops.reduce_steps import STEPS, STEPS_BLOCK, ReduceStep, error_bound
 
 KIB = 1024
 DEFAULT_LIMIT = 48 * KIB  # dynamic shared memory every kernel may use without opting in

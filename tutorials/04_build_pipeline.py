@@ -29,12 +29,13 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Module, ptx
+from rawcuda import DeviceBuffer, Module
 from rawcuda.checked import cu, raise_for
+from rawcuda.core import ptx
+from rawcuda.core.module import max_ptx_isa
 from rawcuda.ffi.attributes import FunctionAttribute
 from rawcuda.ffi.cuda import TABLE
 from rawcuda.ffi.results import Result, c_name
-from rawcuda.module import max_ptx_isa
 from rawcuda.tools import kernelbuild
 from rawcuda.tools.nvcc import BuildOptions
 
@@ -47,7 +48,7 @@ ARCH_DIGITS = 10  # cuFuncGetAttribute answers architectures as major * 10 + min
 LAYERS = """\
 by hand (step 3)                     the rawcuda layer that does it (each imports only the layers below)
 -----------------------------------  ------------------------------------------------------------------
-module, function = c_void_p(), ...   layer 2  rawcuda/module.py, function.py, devicebuffer.py, ...:
+module, function = c_void_p(), ...   layer 2  rawcuda/core/module.py, function.py, devicebuffer.py, ...:
 (the whole step, and the launch)              Module(ptx).function("saxpy").launch(...): objects with
                                               close()/with, lifetimes, arguments checked against the PTX
 code = cuModuleGetFunction(...)      layer 1  rawcuda/checked/binding.py: cu.cuModuleGetFunction binds

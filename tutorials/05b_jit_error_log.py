@@ -29,8 +29,9 @@ import numpy as np
 from _tutorial import Tutorial, TutorialCheckError, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Module, ptx
+from rawcuda import DeviceBuffer, Module
 from rawcuda.checked import cu
+from rawcuda.core import ptx
 from rawcuda.ffi.constants import JitOption
 from rawcuda.ffi.results import Result
 

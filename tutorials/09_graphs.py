@@ -5,8 +5,8 @@ The seed article: "when the number of kernel calls reaches the hundreds, the lau
 ... in a typical transformer inference pipeline (10 matmul kernels + 5 element-wise operations) the
 end-to-end latency drops by 15%-25%." cust has no public wrapper for graphs (its ``graph`` module is
 private and unfinished), so the seed falls back to hand-written FFI. rawcuda's is four files --
-``rawcuda/streamcapture.py`` (capture), ``rawcuda/graph.py``, ``rawcuda/kernelnode.py`` and
-``rawcuda/graphexec.py`` -- over the rows of ``rawcuda/ffi/cuda/graph.py``.
+``rawcuda/graphs/streamcapture.py`` (capture), ``rawcuda/graphs/graph.py``, ``rawcuda/graphs/kernelnode.py`` and
+``rawcuda/graphs/graphexec.py`` -- over the rows of ``rawcuda/ffi/cuda/graph.py``.
 
 It starts where the seed says you must: by hand. The first steps write ``CUDA_KERNEL_NODE_PARAMS`` as a
 raw ``ctypes.Structure`` (fields, sizes, padding), add one vector_add node with a hand-bound
@@ -36,7 +36,7 @@ from rawcuda import Device, DeviceBuffer, Graph, Module, Stream, StreamCaptureEr
 from rawcuda.checked import cu, raise_for
 from rawcuda.ffi.constants import StreamCaptureStatus
 from rawcuda.ffi.types import CUDA_KERNEL_NODE_PARAMS
-from rawcuda.streamcapture import capture, capture_status
+from rawcuda.graphs.streamcapture import capture, capture_status
 
 TOKENS = 64  # rows of activations: a small batch, where launch overhead matters most
 HIDDEN = 256
@@ -239,7 +239,7 @@ def raw_kernel_node(t: Tutorial, rng: np.random.Generator) -> None:
     t.check(bool(np.array_equal(d_c.to_array(stream=stream), a + b)), "the class's node computes the same c = a + b")
     t.say(
         f"{kernel_node!r}: raw_args() = ({', '.join(f'{v:#x}' for v in kernel_node.raw_args())})\n"
-        "add_kernel fills rawcuda's CUDA_KERNEL_NODE_PARAMS (rawcuda/kernelnode.py) from the packed arguments and\n"
+        "add_kernel fills rawcuda's CUDA_KERNEL_NODE_PARAMS (graphs/kernelnode.py) from the packed arguments and\n"
         "keeps (function, args, packed block) with the node -- not for the driver, which copied the values, but\n"
         "for the GPU: the buffers must outlive every replay, and a replay is refused once one of them is closed.\n"
         "cust: no API for this. Its graph module is private (lib.rs: `mod graph;`) and unfinished -- its\n"

@@ -5,7 +5,7 @@ The seed article's warning, for Tokio: "CUDA stream semantics differ from Rust's
 blocks the reactor thread." Python's asyncio has the same shape: one thread runs every coroutine, so one
 coroutine that blocks in ``stream.synchronize()`` stops all of them.
 
-rawcuda's ``await stream`` (``rawcuda/aio.py``) asks the driver to call a tiny host function when the
+rawcuda's ``await stream`` (``rawcuda/extras/aio.py``) asks the driver to call a tiny host function when the
 stream reaches it (``cuLaunchHostFunc``); that function only wakes the loop
 (``loop.call_soon_threadsafe``). No thread blocks anywhere. cust has the same tool, which the seed does not
 mention: ``Stream::add_callback`` (``cuStreamAddCallback``) runs a closure when the stream gets there, and
@@ -39,8 +39,9 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import Event, Module, Stream, aio
+from rawcuda import Event, Module, Stream
 from rawcuda.checked import cu, raise_for
+from rawcuda.extras import aio
 
 NS_PER_S = 1_000_000_000
 MS_PER_S = 1000
@@ -69,7 +70,7 @@ def on_host(user_data: int | None) -> None:
         host_called.set()
 
 
-#: Module level, like rawcuda's own (rawcuda/aio.py): alive for as long as the driver might call it.
+#: Module level, like rawcuda's own (rawcuda/extras/aio.py): alive for as long as the driver might call it.
 ON_HOST = HostFn(on_host)
 
 
@@ -157,7 +158,7 @@ def main(t: Tutorial) -> None:
         f"right after cuLaunchHostFunc returned the kernel was {'done' if queued_done else 'still running'}; "
         f"on_host ran with userData={token} on thread {thread:#x} (this one is {threading.get_ident():#x})\n"
         "ON_HOST is module-level, so it outlives every call. userData is the integer 42, not a pointer to a\n"
-        "Python object: nothing else has to stay alive for the C side. rawcuda/aio.py does the same with one\n"
+        "Python object: nothing else has to stay alive for the C side. rawcuda/extras/aio.py does the same with one\n"
         "module-level CUhostFn (rawcuda.ffi.types.CUhostFn, this same type) for every `await`, an integer token\n"
         "as userData, and a registry from token to the waiting Future.\n"
         "cust: Stream::add_callback(Box<FnOnce(CudaResult<()>) + Send>) calls cuStreamAddCallback with\n"

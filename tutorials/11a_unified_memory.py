@@ -30,7 +30,7 @@ from _tutorial import Tutorial, run
 
 from rawcuda import Device, ManagedBuffer, ops
 from rawcuda.checked import cu, raise_for
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.attributes import DeviceAttribute, PointerAttribute
 from rawcuda.ffi.constants import CtxFlag, MemAdvise, MemAttachFlag, MemLocationType
 from rawcuda.ffi.results import Result, c_name

@@ -30,7 +30,7 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 from rawcuda import Device, DeviceBuffer, Event, ManagedBuffer, PinnedBuffer, Stream, ops
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemAdvise
 

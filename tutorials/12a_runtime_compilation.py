@@ -12,8 +12,8 @@ cannot generate CUDA kernels at run time". That sentence mixes up two things:
   Hand it source text, get PTX back, load it with the driver.
 
 Three ways, in order: NVRTC by hand through plain ctypes (argtypes, restype -- one function returns a
-``const char *``, not a result code -- and each integer nvrtcResult checked); then ``rawcuda.nvrtc``
-(rawcuda/ffi/nvrtc.py declares the same functions, rawcuda/nvrtc.py wraps them): templates and lowered
+``const char *``, not a result code -- and each integer nvrtcResult checked); then ``rawcuda.extras.nvrtc``
+(rawcuda/ffi/nvrtc.py declares the same functions, rawcuda/extras/nvrtc.py wraps them): templates and lowered
 names, a kernel generated from data, a compile error with its log; then what Rust has (cust: nothing;
 cudarc; or the same FFI by hand).
 
@@ -31,7 +31,8 @@ from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_void_p
 import numpy as np
 from _tutorial import Tutorial, run
 
-from rawcuda import Device, DeviceBuffer, Module, NvrtcError, nvrtc
+from rawcuda import Device, DeviceBuffer, Module, NvrtcError
+from rawcuda.extras import nvrtc
 from rawcuda.ffi.results import NvrtcResult
 
 N = 1_000_003

@@ -12,7 +12,7 @@ chunk by chunk:
     cuMemAddressReserve  ->  cuMemCreate  ->  cuMemMap  ->  cuMemSetAccess   (repeat the last three to grow)
     teardown: cuMemUnmap -> cuMemRelease -> cuMemAddressFree
 
-``rawcuda.growable.GrowableBuffer`` does exactly that, and hands out ordinary DeviceBuffer views.
+``rawcuda.extras.growable.GrowableBuffer`` does exactly that, and hands out ordinary DeviceBuffer views.
 
 The first steps are the raw half: ``CUmemAllocationProp`` -- the struct that tells cuMemCreate what memory
 to make -- written out as a ``ctypes.Structure`` (nested structs, sizes, padding), checked against
@@ -36,11 +36,11 @@ from _tutorial import Tutorial, run
 import rawcuda
 from rawcuda import Device, DeviceBuffer, ops
 from rawcuda.checked import cu, raise_for
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
+from rawcuda.extras.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemAllocationType, MemGranularity, MemLocationType
 from rawcuda.ffi.types import CUmemAllocationProp
-from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow
 
 GIB = 1 << 30
 MIB = 1 << 20
@@ -170,7 +170,7 @@ def main(t: Tutorial) -> None:
     )
     t.check(
         raw_granularity.value == granularity and handle.value != 0,
-        "the hand-bound calls agree with rawcuda.growable.allocation_granularity() and made a chunk",
+        "the hand-bound calls agree with rawcuda.extras.growable.allocation_granularity() and made a chunk",
     )
 
     t.step(f"reserve {CAPACITY // GIB} GiB of addresses (cuMemAddressReserve) -- no memory yet")

@@ -9,7 +9,7 @@ on TF32 inputs, and says what that costs in accuracy. The thread of the whole st
 arithmetic intensity: a GPU multiplies far faster than it loads, so each step makes every loaded value
 feed more multiply-adds, or makes the loads themselves cheaper. The full measurement (4096^3, a tall
 skinny shape, every tile configuration) is bench/sgemm.py; the launch table the steps share is
-rawcuda/sgemm.py.
+rawcuda/ops/sgemm.py.
 
 Run:  python tutorials/14_sgemm_progression.py [--step]
 """
@@ -20,8 +20,9 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import Device, DeviceBuffer, ops, sgemm, time_ms
-from rawcuda.context import default_context
+from rawcuda import Device, DeviceBuffer, ops, time_ms
+from rawcuda.core.context import default_context
+from rawcuda.ops import sgemm
 
 SIZE = 2048  # M = N = K: 17 GFLOP per product, a few ms for the later steps (the tutorial stays under ~30 s)
 ODD = 2047  # a size float4 kernels cannot take (rows that do not start on 16 bytes)
@@ -94,7 +95,7 @@ def main(t: Tutorial) -> None:
     expected, magnitude = a64 @ b64, np.abs(a64) @ np.abs(b64)
     t.say(
         "every result is checked element by element: |C - A@B| <= K * eps * (|A| @ |B|), eps = 2^-23, the bound "
-        "of a K-term float32 dot product (rawcuda.sgemm's error_bound, which also gives step 09's TF32 bound)"
+        "of a K-term float32 dot product (rawcuda.ops.sgemm's error_bound, which also gives step 09's TF32 bound)"
     )
     da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty((SIZE, SIZE))
     peers = {tf32: torch_tflops(da, db, dc, flops, tf32) for tf32 in (False, True)}

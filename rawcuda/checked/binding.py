@@ -147,7 +147,7 @@ def _driver_missing(decl: Decl, opened: Opened) -> str:
 def _nvrtc_missing(decl: Decl, opened: Opened) -> str:
     return (
         f"{decl.name}: {opened.path} does not export {decl.symbol}; this libnvrtc is older than the table "
-        "(rawcuda.nvrtc.version() says which it is)"
+        "(rawcuda.extras.nvrtc.version() says which it is)"
     )
 
 

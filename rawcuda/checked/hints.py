@@ -128,7 +128,7 @@ NVRTC_HINTS: dict[int, str] = {
     NvrtcResult.ERROR_COMPILATION: "the source does not compile: the log above names the file, line and reason",
     NvrtcResult.ERROR_INVALID_OPTION: (
         "NVRTC refused an option: check its spelling (options are separate strings, e.g. '-arch=compute_90', "
-        "'--std=c++17', '-DN=4'); rawcuda.nvrtc.supported_archs() lists the architectures this NVRTC knows"
+        "'--std=c++17', '-DN=4'); rawcuda.extras.nvrtc.supported_archs() lists the architectures this NVRTC knows"
     ),
     NvrtcResult.ERROR_NAME_EXPRESSION_NOT_VALID: (
         "a name expression must name a __global__ function or a __device__/__constant__ variable the source "

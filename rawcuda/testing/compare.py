@@ -33,8 +33,8 @@ from typing import Any
 
 import numpy as np
 
-from ..devicebuffer import DeviceBuffer
-from ..pinned import PinnedBuffer
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.pinned import PinnedBuffer
 
 #: How many mismatching elements the message lists (the count says how many there are in all).
 SHOWN_MISMATCHES = 10

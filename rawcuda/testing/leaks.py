@@ -9,7 +9,7 @@ Two measures, because each misses what the other sees:
 * **Open objects** -- exact. rawcuda already keeps weak sets of every live Context (contextregistry) and of
   each one's open children (``Context.children``), so :func:`open_objects` costs nothing until asked. An
   object counts when it was opened during the check and is still open at its end. Objects rawcuda keeps for
-  itself until the context closes (``Resource.internal``: rawcuda.ops' modules, rawcuda.aio's wait streams)
+  itself until the context closes (``Resource.internal``: rawcuda.ops' modules, rawcuda.extras.aio's wait streams)
   do not count; nor does anything passed to :meth:`LeakCheck.ignore`.
 * **Free device memory** (``cuMemGetInfo``, after synchronizing) -- coarse, but it sees memory that no rawcuda
   object owns: raw ``cu.cuMemAlloc`` calls, another library's allocations. It needs a tolerance:
@@ -26,7 +26,7 @@ reference counting -- its finalizer frees the memory -- *unless* a reference cyc
 its device memory until some later collection, at a moment nobody chose: that counts as a leak, and with
 the collector off it is seen every time, not only when a collection happens not to run. Close objects (or
 use ``with``) and the question never arises. (A DLPack capsule dropped unconsumed is no leak: the check
-sweeps rawcuda.dlpack's registry before it counts, as a collection would.)
+sweeps rawcuda.protocols.dlpack's registry before it counts, as a collection would.)
 
 Where each leaked object was allocated comes from :mod:`tracemalloc`, started for the check
 (``trace_allocations=False`` turns it off: it slows Python's allocations while it runs). Python 3.11's
@@ -44,9 +44,9 @@ from dataclasses import dataclass, field
 from types import TracebackType
 from typing import Any
 
-from .. import contextregistry
-from ..context import Context, default_context
-from ..dlpack import sweep as sweep_dropped_exports
+from rawcuda.core.context import Context, default_context
+from rawcuda.core.guards import contextregistry
+from rawcuda.protocols.dlpack import sweep as sweep_dropped_exports
 
 MIB = 1 << 20
 #: Allowed fall in free device memory: four of cuMemAlloc's 2 MiB pages -- what the driver may keep after the

@@ -11,11 +11,12 @@ import sys
 
 import numpy as np
 
+from rawcuda.core.device import Device
+from rawcuda.core.devicebuffer import DeviceBuffer
+
 from .. import kernels, ops
 from ..checked import tracing
 from ..checked.errors import DriverNotFoundError, NoDeviceError, StubLibraryError
-from ..device import Device
-from ..devicebuffer import DeviceBuffer
 from . import kernelbuild
 from .nvcc import KernelBuildError
 

@@ -15,11 +15,12 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rawcuda.core.device import Device
+from rawcuda.core.module import max_ptx_isa
+
 from .. import __version__, checked, kernels
 from ..checked.errors import CudaError, DriverNotFoundError, StubLibraryError
-from ..device import Device
 from ..ffi.attributes import DeviceAttribute
-from ..module import max_ptx_isa
 from .nvcc import KernelBuildError, probe
 
 OK, WARN, PROBLEM = "ok", "warning", "PROBLEM"

@@ -49,7 +49,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .. import ptx
+from rawcuda.core import ptx
+
 from ..kernels import KERNEL_DIR, MANIFEST_NAME, PTX_SUFFIX
 from . import reproducible
 from .nvcc import (
@@ -222,7 +223,7 @@ def kernel_record(p: KernelPlan, compiler: Compiler, info: ptx.PtxInfo) -> dict[
 
 
 def entry_record(entry: ptx.Entry) -> dict[str, Any]:
-    """One kernel's parameters (as :mod:`rawcuda.ptx` parses them) and performance directives."""
+    """One kernel's parameters (as :mod:`rawcuda.core.ptx` parses them) and performance directives."""
     return {
         "params": [dataclasses.asdict(param) for param in entry.params],
         "directives": {key: list(values) for key, values in entry.directives},
@@ -376,7 +377,7 @@ def _build_one(p: KernelPlan, setup: _Setup) -> tuple[dict[str, Any], str, float
         info = ptx.parse_file(p.ptx)
     except ptx.PtxParseError as exc:
         raise KernelBuildError(
-            f"nvcc wrote PTX for {p.source} that rawcuda.ptx cannot parse: {exc}", source=p.source
+            f"nvcc wrote PTX for {p.source} that rawcuda.core.ptx cannot parse: {exc}", source=p.source
         ) from exc
     return kernel_record(p, setup.compiler, info), warnings, time.perf_counter() - start
 

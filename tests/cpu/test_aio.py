@@ -1,4 +1,4 @@
-"""Awaitable streams and events without a driver (CPU only): rawcuda.aio's host-function registry and wait().
+"""Awaitable streams and events without a driver (CPU only): rawcuda.extras.aio's host-function registry and wait().
 
 The host function -- the part that runs on a driver thread and must never raise into C -- is driven here
 through the very ctypes function pointer the driver would call, from threads of our own; and ``wait()`` is
@@ -15,8 +15,8 @@ from collections.abc import Callable
 
 import pytest
 
-from rawcuda import aio
 from rawcuda.checked.errors import CudaError
+from rawcuda.extras import aio
 from rawcuda.ffi.results import Result
 from tests.helpers import longest_gap_while
 

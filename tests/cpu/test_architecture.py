@@ -1,17 +1,21 @@
-"""The architecture of docs/architecture.md, enforced: layers, imports, private names, the table's truth.
+"""The architecture of docs/architecture.md, enforced: folders, imports, the guard seam, private names, sizes.
 
 Everything here reads the source with :mod:`ast` (nothing is imported or run), so it holds on any machine:
 
 * **no import cycles** among rawcuda's modules, counting imports inside functions (``TYPE_CHECKING``
-  blocks excepted), with one documented exception: ``Stream.__await__`` imports rawcuda.aio;
-* **layers import downward only**: layer 0 (rawcuda/ffi/) imports nothing outside itself, layer 1
-  (rawcuda/checked/) nothing above layer 0, layer 2 (rawcuda/*.py) no tools and no testing tools
-  (rawcuda/testing/, which sit on top of layer 2 and may import any layer, but no tools);
+  blocks excepted), with the documented exceptions: ``await stream`` / ``await event`` import extras/aio;
+* **folders import downward only**: ffi/ nothing outside itself; checked/ ffi/; protocols/ those two;
+  core/ (with core/guards/) those three; graphs/ and extras/ core and below; ops/ all of these;
+  testing/ every layer but tools (the kernels package data is anyone's);
+* **the guard seam**: every name a module outside core/guards/ takes from it is listed in GUARD_SEAM, and
+  every listed name is really taken, so a new call into the machinery is a decision, not an accident;
 * **private names stay in their file**: no ``from rawcuda.x import _name``, and no ``obj._attr`` whose
   ``_attr`` is not defined in the same file;
 * **the driver table tells the truth**: each row is called by rawcuda or listed in NOT_CALLED_BY_RAWCUDA
   with its reason, never both;
-* **files are short and say what they are**: at most MAX_LINES lines, a docstring naming the layer.
+* **files hold one concept and say what it is**: at most MAX_CODE_LINES lines of code (docstrings and
+  comments not counted) and a docstring naming the folder's role; in core/, a module docstring of at most
+  MAX_CORE_DOC_LINES lines, and docstrings of at most MAX_CORE_WORDS_PER_SENTENCE words a sentence on average.
 
 Each rule is a function of plain data (edges, files), and each is also tested on a small bad example, so
 that a rule which could never fail would be noticed.
@@ -20,7 +24,9 @@ that a rule which could never fail would be noticed.
 from __future__ import annotations
 
 import ast
+import io
 import re
+import tokenize
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,14 +38,51 @@ from rawcuda.ffi.cuda import TABLE as CUDA_TABLE
 from rawcuda.ffi.nvrtc import TABLE as NVRTC_TABLE
 
 PACKAGE_DIR = Path(__file__).resolve().parents[2] / "rawcuda"
-MAX_LINES = 400
+MAX_CODE_LINES = 300  # lines holding code: a docstring or a comment is never squeezed by the cap
+MAX_CORE_DOC_LINES = 15  # a core module's docstring: what it is and why (the history is in docs/hazards.md)
+MAX_CORE_WORDS_PER_SENTENCE = 16  # averaged over every docstring in core/ (layers 0 and 1 read at about 15)
 
 #: The imports inside functions that are allowed, each with its reason (they would otherwise be cycles).
 ALLOWED_LAZY_IMPORTS = {
-    # aio creates Streams (its internal wait streams), so it sits above stream.py; `await stream` reaches up
-    # to it only when a program awaits. Documented in Stream.__await__ and docs/architecture.md.
-    ("rawcuda.stream", "rawcuda.aio"),
+    # aio (an extra) creates Streams and waits on Events, so it sits above both; `await stream` and `await
+    # event` reach up to it only when a program awaits. Documented in Stream.__await__ and docs/architecture.md.
+    ("rawcuda.core.stream", "rawcuda.extras.aio"),
+    ("rawcuda.core.event", "rawcuda.extras.aio"),
 }
+
+#: Every name taken from core/guards/ by a module outside it: (importer, "guard.name"). A guard module imported
+#: whole (``from .guards import contextstack``) counts by the attributes read of it. docs/architecture.md lists
+#: the same calls ("The guard seam"); what each guard answers is in docs/hazards.md.
+GUARD_SEAM = {
+    ("rawcuda.core.context", "contextregistry.register"),
+    ("rawcuda.core.context", "contextregistry.is_poisoned"),
+    ("rawcuda.core.context", "contextstack.created"),
+    ("rawcuda.core.context", "contextstack.destroy"),
+    ("rawcuda.core.context", "contextstack.enter_block"),
+    ("rawcuda.core.context", "contextstack.end_block"),
+    ("rawcuda.core.context", "contextstack.leave"),
+    ("rawcuda.core.context", "contextstack.pushed"),
+    ("rawcuda.core.context", "current.make_current"),
+    ("rawcuda.core.launchcall", "current.WRONG_CONTEXT_CODES"),
+    ("rawcuda.core.launchcall", "current.make_current"),
+    ("rawcuda.core.resource", "capturedeferral.finalize_child"),
+    ("rawcuda.core.resource", "capturedeferral.finalize_weak_child"),
+    ("rawcuda.core.stream", "capturedeferral.capture_deferral"),
+    ("rawcuda.core.devicebuffer", "pending.PendingStream"),
+    ("rawcuda.core.pinned", "pending.PendingStream"),
+    ("rawcuda.core.kernelargs", "pending.PendingStream"),
+    ("rawcuda.core.function", "pending.legacy_stream"),
+    ("rawcuda.core.function", "foreignorder.order_after"),
+    ("rawcuda.core.boundlaunch", "foreignorder.order_after"),
+    ("rawcuda.graphs.streamcapture", "capturedeferral.EVERYWHERE"),
+    ("rawcuda.graphs.streamcapture", "capturedeferral.LegacyHazard"),
+    ("rawcuda.graphs.streamcapture", "capturedeferral.capture_deferral"),
+    ("rawcuda.extras.foreign", "capturedeferral.capture_deferral"),
+    ("rawcuda.extras.foreign", "foreignorder.order_after"),
+    ("rawcuda.extras.growable", "pending.PendingStream"),
+    ("rawcuda.testing.leaks", "contextregistry.live_contexts"),
+}
+GUARDS = "rawcuda.core.guards"
 
 #: ctypes' own API is spelled with underscores (``_fields_``, ``_type_``, ``_SimpleCData``, ``_Pointer``,
 #: byref's ``_obj``): reading them is using ctypes, not reaching into another file's privates.
@@ -108,7 +151,7 @@ def resolve(node: ast.Import | ast.ImportFrom, importer: Module, modules: dict[s
     if base not in modules:
         return set()
     submodules = {f"{base}.{alias.name}" for alias in node.names if f"{base}.{alias.name}" in modules}
-    if node.module is None and len(submodules) == len(node.names):
+    if len(submodules) == len(node.names):
         return submodules  # `from . import a, b`: the submodules (their package is already being imported)
     return {base, *submodules} - {importer.name}
 
@@ -136,24 +179,44 @@ def find_cycle(edges: dict[str, set[str]]) -> list[str] | None:
     return None
 
 
+#: Each folder's role (a module belongs to the prefix it starts with; anything else is an entry point).
+LAYERS = (
+    ("rawcuda.ffi", "ffi"),
+    ("rawcuda.checked", "checked"),
+    ("rawcuda.protocols", "protocols"),
+    ("rawcuda.core", "core"),  # core/guards/ is part of core: the guard seam says how the rest reaches it
+    ("rawcuda.graphs", "graphs"),
+    ("rawcuda.extras", "extras"),
+    ("rawcuda.ops", "ops"),
+    ("rawcuda.kernels", "kernels"),
+    ("rawcuda.tools", "tools"),
+    ("rawcuda.testing", "testing"),
+)
+
+
 def layer(name: str) -> str:
-    """ "0", "1", "2", "testing", "tools" or "entry" (the package front door and ``python -m rawcuda``)."""
-    if name.startswith("rawcuda.ffi"):
-        return "0"
-    if name.startswith("rawcuda.checked"):
-        return "1"
-    if name.startswith("rawcuda.tools"):
-        return "tools"
-    if name.startswith("rawcuda.testing"):
-        return "testing"
-    if name in ("rawcuda", "rawcuda.__main__"):
-        return "entry"
-    return "2"
+    """The folder's role ("ffi" ... "ops", "kernels", "tools", "testing"), or "entry" (``rawcuda`` itself and
+    ``python -m rawcuda``)."""
+    for prefix, role in LAYERS:
+        if name == prefix or name.startswith(prefix + "."):
+            return role
+    return "entry"
 
 
-#: What each layer may import (tools and the entry points may import anything). The testing tools are what a
+BELOW_CORE = {"ffi", "checked", "protocols", "kernels"}
+#: What each folder may import (tools and the entry points may import anything). The testing tools are what a
 #: user's tests load (the pytest plugin in every session): the layers and the front door, not the build tools.
-MAY_IMPORT = {"0": {"0"}, "1": {"0", "1"}, "2": {"0", "1", "2"}, "testing": {"0", "1", "2", "entry", "testing"}}
+MAY_IMPORT = {
+    "ffi": {"ffi"},
+    "checked": {"ffi", "checked"},
+    "protocols": {"ffi", "checked", "protocols"},
+    "core": BELOW_CORE | {"core"},
+    "graphs": BELOW_CORE | {"core", "graphs"},
+    "extras": BELOW_CORE | {"core", "extras"},
+    "ops": BELOW_CORE | {"core", "graphs", "extras", "ops"},
+    "kernels": {"kernels"},
+    "testing": BELOW_CORE | {"core", "graphs", "extras", "ops", "entry", "testing"},
+}
 
 
 def layer_violations(edges: dict[str, set[str]]) -> list[str]:
@@ -162,7 +225,7 @@ def layer_violations(edges: dict[str, set[str]]) -> list[str]:
         allowed = MAY_IMPORT.get(layer(importer))
         for target in sorted(targets):
             if allowed is not None and layer(target) not in allowed:
-                problems.append(f"{importer} (layer {layer(importer)}) imports {target} (layer {layer(target)})")
+                problems.append(f"{importer} ({layer(importer)}) imports {target} ({layer(target)})")
     return problems
 
 
@@ -181,9 +244,13 @@ def modules() -> dict[str, Module]:
 
 # --- imports -------------------------------------------------------------------------------------------------
 def test_the_package_is_read(modules: dict[str, Module]) -> None:
-    assert {"rawcuda", "rawcuda.ffi.decl", "rawcuda.checked.binding", "rawcuda.function", "rawcuda.tools.nvcc"} <= set(
-        modules
-    )
+    assert {
+        "rawcuda",
+        "rawcuda.ffi.decl",
+        "rawcuda.checked.binding",
+        "rawcuda.core.function",
+        "rawcuda.tools.nvcc",
+    } <= set(modules)
     assert "rawcuda.ffi.cuda" in modules["rawcuda.checked.binding"].top_imports
 
 
@@ -204,20 +271,78 @@ def test_layers_import_downward_only(modules: dict[str, Module]) -> None:
 def test_the_rules_can_fail() -> None:
     # A deliberately added cycle, a layer-0 file importing layer 1, and a lazy import that dodges a cycle.
     edges = {
-        "rawcuda.stream": {"rawcuda.graph"},
-        "rawcuda.graph": {"rawcuda.function"},
-        "rawcuda.function": {"rawcuda.stream"},
+        "rawcuda.core.stream": {"rawcuda.core.event"},
+        "rawcuda.core.event": {"rawcuda.core.function"},
+        "rawcuda.core.function": {"rawcuda.core.stream"},
         "rawcuda.ffi.library": {"rawcuda.checked.errors"},
+        "rawcuda.core.kernelargs": {"rawcuda.extras.growable"},
     }
-    assert find_cycle(edges) == ["rawcuda.function", "rawcuda.stream", "rawcuda.graph", "rawcuda.function"]
-    assert layer_violations(edges) == ["rawcuda.ffi.library (layer 0) imports rawcuda.checked.errors (layer 1)"]
-    source = "def f():\n    from . import graph\nif TYPE_CHECKING:\n    from . import module\n"
-    fake = Module("rawcuda.stream", PACKAGE_DIR / "stream.py", ast.parse(source), False)
-    names = {"rawcuda", "rawcuda.stream", "rawcuda.graph", "rawcuda.module"}
+    assert find_cycle(edges) == [
+        "rawcuda.core.event",
+        "rawcuda.core.function",
+        "rawcuda.core.stream",
+        "rawcuda.core.event",
+    ]
+    assert layer_violations(edges) == [
+        "rawcuda.core.kernelargs (core) imports rawcuda.extras.growable (extras)",
+        "rawcuda.ffi.library (ffi) imports rawcuda.checked.errors (checked)",
+    ]
+    source = "def f():\n    from . import event\nif TYPE_CHECKING:\n    from . import module\n"
+    fake = Module("rawcuda.core.stream", PACKAGE_DIR / "core" / "stream.py", ast.parse(source), False)
+    names = {"rawcuda", "rawcuda.core", "rawcuda.core.stream", "rawcuda.core.event", "rawcuda.core.module"}
     known = {n: fake for n in names}
     for node, in_function in walk_imports(fake.tree):
         (fake.lazy_imports if in_function else fake.top_imports).update(resolve(node, fake, known))
-    assert fake.lazy_imports == {"rawcuda.graph"} and fake.top_imports == set()  # TYPE_CHECKING skipped
+    assert fake.lazy_imports == {"rawcuda.core.event"} and fake.top_imports == set()  # TYPE_CHECKING skipped
+
+
+# --- the guard seam ---------------------------------------------------------------------------------------------
+def resolve_base(node: ast.ImportFrom, importer: Module) -> str:
+    """The module a ``from X import ...`` names, resolved against the importer (relative imports too)."""
+    if not node.level:
+        return node.module or ""
+    package = importer.name if importer.is_package else importer.name.rpartition(".")[0]
+    for _ in range(node.level - 1):
+        package = package.rpartition(".")[0]
+    return f"{package}.{node.module}" if node.module else package
+
+
+def guard_uses(module: Module, modules: Iterable[str]) -> set[tuple[str, str]]:
+    """(importer, "guard.name") for each name ``module`` takes from core/guards/ (outside guards only)."""
+    if module.name.startswith(GUARDS):
+        return set()
+    uses = set()
+    whole = {}  # local name -> guard module imported whole
+    for node in ast.walk(module.tree):
+        if not isinstance(node, ast.ImportFrom):
+            continue
+        base = resolve_base(node, module)
+        for alias in node.names:
+            if base.startswith(GUARDS + "."):
+                uses.add((module.name, f"{base.rpartition('.')[2]}.{alias.name}"))
+            elif base == GUARDS and f"{GUARDS}.{alias.name}" in modules:
+                whole[alias.asname or alias.name] = alias.name
+    for node in ast.walk(module.tree):
+        named = isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id in whole
+        if named and not node.attr.startswith("__"):  # (a module's __file__ is no call)
+            uses.add((module.name, f"{whole[node.value.id]}.{node.attr}"))
+    return uses
+
+
+def test_the_guard_seam_is_the_listed_one(modules: dict[str, Module]) -> None:
+    used = set().union(*(guard_uses(m, modules) for m in modules.values()))
+    assert sorted(used - GUARD_SEAM) == [], "a new call into core/guards/: list it in GUARD_SEAM and the docs"
+    assert sorted(GUARD_SEAM - used) == [], "GUARD_SEAM lists a call nothing makes any more"
+
+
+def test_the_guard_seam_rule_can_fail() -> None:
+    source = "from .guards import contextstack\nfrom .guards.pending import PendingStream\ncontextstack.walk()\n"
+    fake = Module("rawcuda.core.context", PACKAGE_DIR / "core" / "context.py", ast.parse(source), False)
+    known = {"rawcuda.core.guards.contextstack", "rawcuda.core.guards.pending"}
+    assert guard_uses(fake, known) == {
+        ("rawcuda.core.context", "contextstack.walk"),
+        ("rawcuda.core.context", "pending.PendingStream"),
+    }
 
 
 # --- private names -----------------------------------------------------------------------------------------------
@@ -283,7 +408,7 @@ def called_rows(modules: dict[str, Module], table: Iterable[str]) -> set[str]:
     names = set(table)
     used = set()
     for m in modules.values():
-        if layer(m.name) in ("0", "tools"):
+        if layer(m.name) in ("ffi", "tools"):
             continue  # the declarations themselves, and the header check, do not count as use
         for node in ast.walk(m.tree):
             if isinstance(node, ast.Attribute) and node.attr in names:
@@ -306,12 +431,89 @@ def test_every_nvrtc_row_is_called(modules: dict[str, Module]) -> None:
 
 
 # --- files -------------------------------------------------------------------------------------------------------
-LAYER_WORDS = {"0": "Layer 0", "1": "Layer 1", "2": "Layer 2", "tools": "Tool", "testing": "Testing"}
+#: How each folder's module docstrings begin (a package's own __init__ says the same).
+LAYER_WORDS = {
+    "ffi": "Layer 0",
+    "checked": "Layer 1",
+    "protocols": "Protocols",
+    "core": "Core",
+    "graphs": "Graphs",
+    "extras": "Extras",
+    "ops": "Ops",
+    "tools": "Tool",
+    "testing": "Testing",
+}
+#: Tokens that are no code: a line holding only these (or a docstring) is not counted.
+NOT_CODE = (tokenize.COMMENT, tokenize.NL, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.ENDMARKER)
+STATEMENT_START = (None, tokenize.NEWLINE, tokenize.INDENT, tokenize.DEDENT, tokenize.NL)
 
 
-def test_files_are_short(modules: dict[str, Module]) -> None:
-    long = {m.name: n for m in modules.values() if (n := len(m.path.read_text().splitlines())) > MAX_LINES}
-    assert long == {}, f"split these (one concept per file, at most {MAX_LINES} lines)"
+def code_lines(source: str) -> int:
+    """Lines holding code: docstrings (any string standing alone as a statement) and comments do not count."""
+    lines: set[int] = set()
+    previous = None
+    for token in tokenize.generate_tokens(io.StringIO(source).readline):
+        if token.type == tokenize.STRING and previous in STATEMENT_START:
+            previous = token.type
+            continue
+        if token.type not in NOT_CODE:
+            lines.update(range(token.start[0], token.end[0] + 1))
+        previous = token.type
+    return len(lines)
+
+
+SENTENCE_END = re.compile(r"[.!?](?:\s|$)")
+CODE_SPAN = re.compile(r"``[^`]*``|`[^`]*`")
+
+
+def words_and_sentences(text: str) -> tuple[int, int]:
+    """Words, and sentences (ended by . ! ? or the text's end), of one docstring."""
+    text = CODE_SPAN.sub("x", text)  # a code span is one word, whatever dots it holds
+    sentences = [part for part in SENTENCE_END.split(text) if part.strip()]
+    return sum(len(part.split()) for part in sentences), len(sentences)
+
+
+def docstrings(tree: ast.AST) -> Iterator[str]:
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Module | ast.ClassDef | ast.FunctionDef | ast.AsyncFunctionDef):
+            doc = ast.get_docstring(node)
+            if doc:
+                yield doc
+
+
+def core_sentence_length(modules: dict[str, Module]) -> float:
+    """Words a sentence over every docstring in core/ (module, class and function docstrings alike)."""
+    words = sentences = 0
+    for m in modules.values():
+        if layer(m.name) == "core":
+            for doc in docstrings(m.tree):
+                w, n = words_and_sentences(doc)
+                words, sentences = words + w, sentences + n
+    return words / max(sentences, 1)
+
+
+def test_files_hold_one_concept(modules: dict[str, Module]) -> None:
+    long = {m.name: n for m in modules.values() if (n := code_lines(m.path.read_text())) > MAX_CODE_LINES}
+    assert long == {}, f"split these (one concept per file, at most {MAX_CODE_LINES} lines of code)"
+
+
+def test_the_code_line_count_can_fail() -> None:
+    source = '"""Doc\nstring."""\n# a comment\nx = 1\n\ndef f():\n    """Doc."""\n    return (x,\n            2)\n'
+    assert code_lines(source) == 4  # x = 1, def f():, and the two lines of the return
+
+
+def test_core_module_docstrings_say_what_and_why_briefly(modules: dict[str, Module]) -> None:
+    lengths = {m.name: len((ast.get_docstring(m.tree) or "").splitlines()) for m in modules.values()}
+    long = {name: n for name, n in lengths.items() if layer(name) == "core" and n > MAX_CORE_DOC_LINES}
+    assert long == {}, f"at most {MAX_CORE_DOC_LINES} lines: the history of a guard goes to docs/hazards.md"
+
+
+def test_core_docstrings_use_short_sentences(modules: dict[str, Module]) -> None:
+    assert core_sentence_length(modules) <= MAX_CORE_WORDS_PER_SENTENCE
+
+
+def test_the_sentence_count_can_fail() -> None:
+    assert words_and_sentences("One two three. Four five: six ``a.b c`` seven") == (8, 2)
 
 
 def test_each_docstring_names_its_layer(modules: dict[str, Module]) -> None:

@@ -3,7 +3,7 @@
 The benchmark runs on a GPU, seldom (device time is scarce); a KeyError in its table code would waste a
 run. So what it does with its measurements -- deciding the targets, writing the Markdown and the PNG, and
 bench/run_all.py folding them into the combined results -- is run here on rows shaped like the real ones
-(every kernel of rawcuda.sgemm, a torch peer, the previous kernel, one kernel that failed verification).
+(every kernel of rawcuda.ops.sgemm, a torch peer, the previous kernel, one kernel that failed verification).
 Without a GPU the script itself must skip in one line with status 77, writing nothing.
 """
 
@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from rawcuda import sgemm
+from rawcuda.ops import sgemm
 from tests.helpers import EXIT_NO_GPU, ROOT, python_env
 
 BENCH = ROOT / "bench"

@@ -15,9 +15,10 @@ from pathlib import Path
 
 import pytest
 
-from rawcuda import kernels, ptx
+from rawcuda import kernels
 from rawcuda.checked.errors import RawCudaError
-from rawcuda.sgemm import KERNELS as SGEMM_KERNELS
+from rawcuda.core import ptx
+from rawcuda.ops.sgemm import KERNELS as SGEMM_KERNELS
 from rawcuda.tools import kernelbuild, reproducible
 from rawcuda.tools import nvcc as nvcc_tool
 from rawcuda.tools.nvcc import BuildOptions, Compiler, KernelBuildError

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from rawcuda import ptx
+from rawcuda.core import ptx
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.tools import headercheck
 from tests.helpers import EXIT_NO_GPU, ROOT, python_env, run_python, run_tutorial

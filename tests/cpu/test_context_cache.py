@@ -14,8 +14,8 @@ import gc
 import weakref
 from types import SimpleNamespace
 
-from rawcuda.context import Context
-from rawcuda.resource import Resource
+from rawcuda.core.context import Context
+from rawcuda.core.resource import Resource
 
 FAKE_HANDLE = 0xDEAD0000  # no context has this handle; nothing here passes it to the driver
 

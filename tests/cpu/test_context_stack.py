@@ -1,6 +1,6 @@
 """What closing a context leaves current on the thread -- on tests/fakecuda/fakectx.c, without a GPU.
 
-The rule (rawcuda/contextstack.py): ``close()`` and the garbage-collection fallback leave the thread's stack
+The rule (rawcuda/core/guards/contextstack.py): ``close()`` and the garbage-collection fallback leave the thread's stack
 as they found it, except for the closing context itself, which leaves the thread -- and when that leaves
 nothing current outside a ``with`` block, the device's primary context is put back if someone holds it.
 The fake keeps every thread's stack as cuda.h describes it (cuCtxSetCurrent replaces the top, cuCtxDestroy
@@ -151,8 +151,8 @@ def test_children_close_inside_their_context_and_the_stack_is_left_alone(fake_ct
     result = scenario(
         fake_ctx_libcuda,
         """
-        from rawcuda.current import current_handle
-        from rawcuda.resource import Resource
+        from rawcuda.core.guards.current import current_handle
+        from rawcuda.core.resource import Resource
         seen = []
 
         class Child(Resource):
@@ -591,7 +591,7 @@ def test_a_context_collected_while_a_close_walks_the_stack_is_not_pushed_back(fa
     result = scenario(
         fake_ctx_libcuda,
         """
-        from rawcuda import contextstack
+        from rawcuda.core.guards import contextstack
         primary, c, e = contexts("c", "e")
         primary.activate()
         cu.cuCtxPushCurrent(e.raw_handle)
@@ -670,7 +670,7 @@ def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here(fake_ct
 # The real checked calls, with `hook` run once, right after the at-th pop (on="push": push) -- where a GC would
 # run a finalizer inside a close's stack walk.
 DRIVER_WITH_A_HOOK = """
-from rawcuda import contextstack
+from rawcuda.core.guards import contextstack
 calls = {"pop": 0, "push": 0}
 
 class Driver:

@@ -21,11 +21,12 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import contextregistry, dlpack, dlpackread
-from rawcuda.devicebuffer import DeviceBuffer
-from rawcuda.ffi import dlpack as ffi
-from rawcuda.ffi.dlpack import DLDataTypeCode, DLDeviceType, DLPackFlag
-from rawcuda.loans import Loan, Loans
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.guards import contextregistry
+from rawcuda.protocols import dlpack, dlpackread
+from rawcuda.protocols import dlpackabi as ffi
+from rawcuda.protocols.dlpackabi import DLDataTypeCode, DLDeviceType, DLPackFlag
+from rawcuda.protocols.loans import Loan, Loans
 from rawcuda.testing import leaks
 from rawcuda.testing.leaks import LeakCheck
 from tests.helpers import MAPPED_STREAM_NUMBER as STREAM
@@ -399,7 +400,7 @@ def test_a_garbage_collection_sweeps_too() -> None:
     memory = HostMemory(np.arange(4.0))
     del_me = memory.__dlpack__(max_version=(1, 0))
     del del_me
-    gc.collect()  # rawcuda.dlpack sweeps after each collection
+    gc.collect()  # rawcuda.protocols.dlpack sweeps after each collection
     assert memory.loans.outstanding == 0
 
 
@@ -619,7 +620,7 @@ def test_a_release_with_no_loan_out_runs_at_once() -> None:
 # --- the public API and its refusals without a GPU -----------------------------------------------------------------
 def test_the_public_names() -> None:
     assert {"adopt", "from_dlpack", "ForeignBuffer"} <= set(rawcuda.__all__)
-    assert rawcuda.from_dlpack.__module__ == "rawcuda.foreign"
+    assert rawcuda.from_dlpack.__module__ == "rawcuda.extras.foreign"
     assert hasattr(rawcuda.DeviceBuffer, "__dlpack__") and hasattr(rawcuda.PinnedBuffer, "__dlpack_device__")
 
 

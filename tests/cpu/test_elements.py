@@ -1,11 +1,11 @@
-"""rawcuda.elements without a driver (CPU only): which fill values a buffer's dtype holds exactly, which are refused."""
+"""rawcuda.core.elements without a driver (CPU only): which fill values a dtype holds exactly, which are refused."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from rawcuda.elements import exact_element
+from rawcuda.core.elements import exact_element
 
 
 @pytest.mark.parametrize(

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rawcuda.launchconfig import dims as _dims
+from rawcuda.core.launchconfig import dims as _dims
 
 
 def test_launch_dimensions() -> None:

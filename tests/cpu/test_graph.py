@@ -1,4 +1,4 @@
-"""CUDA graphs without a driver (CPU only): rawcuda.graph and the two files behind it, graphexec.py and kernelnode.py.
+"""CUDA graphs without a driver (CPU only): rawcuda.graphs.graph and the two files behind it (graphexec, kernelnode).
 
 The modules import without a driver; the node-type table matches cuda.h; every GraphExecUpdateResult has an
 explanation; node ordering (and when it is the only one); decoding a kernel node's argument bytes; who holds
@@ -20,11 +20,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import graph, graphexec, kernelnode
 from rawcuda.checked.errors import ClosedError
+from rawcuda.core.paramspec import ParamSpec
+from rawcuda.core.stream import Stream
 from rawcuda.ffi.constants import GraphExecUpdateResult, GraphNodeType
-from rawcuda.kernelargs import ParamSpec
-from rawcuda.stream import Stream
+from rawcuda.graphs import graph, graphexec, kernelnode
 from rawcuda.tools import cheader, headercheck
 from tests.helpers import run_python
 
@@ -33,7 +33,7 @@ HEADER = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cud
 
 def test_modules_import_without_a_driver() -> None:
     code = (
-        "import rawcuda.graph, rawcuda.aio\n"
+        "import rawcuda.graphs.graph, rawcuda.extras.aio\n"
         "from rawcuda.ffi import library\n"
         "print('loaded:', library.LIBCUDA.loaded())\n"
     )

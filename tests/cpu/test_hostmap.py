@@ -1,4 +1,4 @@
-"""rawcuda.ffi.hostmap: "can this process read the byte at this address?" -- answered by the kernel (a write
+"""rawcuda.protocols.hostmap: "can this process read the byte at this address?" -- answered by the kernel (a write
 of that byte into a pipe), never by touching the memory, so a wrong answer is a False, not a crash."""
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ from collections.abc import Iterator
 
 import pytest
 
-from rawcuda.ffi import hostmap
 from rawcuda.ffi.constants import ADDRESS_LIMIT
-from rawcuda.ffi.hostmap import is_bad_stream, is_readable
+from rawcuda.protocols import hostmap
+from rawcuda.protocols.hostmap import is_bad_stream, is_readable
 from tests.helpers import needs_fork, run_python
 
 pytestmark = pytest.mark.skipif(sys.platform == "win32", reason="the probe writes into a POSIX pipe")
@@ -107,7 +107,7 @@ def test_a_forked_child_asks_through_its_own_pipe() -> None:
 # Each runs in a fresh interpreter: the probe's pipe is made once per process, and these change the process.
 PROBE_PREAMBLE = """
 import ctypes, json, os, sys
-from rawcuda.ffi import hostmap
+from rawcuda.protocols import hostmap
 live = ctypes.create_string_buffer(b"x")
 LIVE, UNMAPPED = ctypes.addressof(live), 0xDEAD_BEEF_000
 """
@@ -125,8 +125,8 @@ def test_no_free_descriptor_means_cannot_tell() -> None:
     result = probe_script(
         """
         import resource
-        from rawcuda import dlpack
-        from rawcuda.ffi.dlpack import DLDeviceType
+        from rawcuda.protocols import dlpack
+        from rawcuda.protocols.dlpackabi import DLDeviceType
         resource.setrlimit(resource.RLIMIT_NOFILE, (64, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
         held = []
         try:

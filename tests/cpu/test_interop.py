@@ -11,10 +11,11 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda.devicebuffer import DeviceBuffer
-from rawcuda.interop import ForeignArrayError, foreign_pointer
-from rawcuda.kernelargs import ArgPacker, ParamSpec, identity_key
-from rawcuda.pending import PendingStream
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.guards.pending import PendingStream
+from rawcuda.core.kernelargs import ArgPacker, identity_key
+from rawcuda.core.paramspec import ParamSpec
+from rawcuda.protocols.cai import ForeignArrayError, foreign_pointer
 from tests.helpers import MAPPED_STREAM_NUMBER as STREAM
 
 ADDRESS = 0x7F00_0000_0000
@@ -78,7 +79,7 @@ def test_contiguous_strides_spelled_out_and_read_only_where_declared_pass() -> N
 
 
 def test_the_packer_refuses_a_read_only_array_unless_the_parameter_is_read_only() -> None:
-    from rawcuda.kernelargs import ArgumentError
+    from rawcuda.core.kernelargs import ArgumentError
 
     with pytest.raises(ArgumentError, match=r"k argument 0: .*read-only"):
         ArgPacker("k", [ParamSpec("int", 8, "u64")]).pack((cai(data=(ADDRESS, True)),))
@@ -131,7 +132,7 @@ def test_a_pack_remembers_buffers_weakly_and_never_matches_a_dead_one() -> None:
 def test_a_malformed_interface_is_an_argument_error_naming_the_argument(interface: Any) -> None:
     # Found by the attack scripts: KeyError, TypeError or ValueError from inside rawcuda, or (1 << 70) silently
     # truncated to the legacy stream.
-    from rawcuda.kernelargs import ArgumentError
+    from rawcuda.core.kernelargs import ArgumentError
 
     foreign = type("Foreign", (), {"__cuda_array_interface__": interface})()
     with pytest.raises(ArgumentError, match=r"^k argument 0: this Foreign"):

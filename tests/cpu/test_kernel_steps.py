@@ -14,8 +14,8 @@ import numpy as np
 import pytest
 
 from rawcuda import kernels, ops
-from rawcuda.devicebuffer import DeviceBuffer
-from rawcuda.reduce_steps import STEPS, STEPS_BLOCK, ReduceStep, error_bound, pass_grids
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.ops.reduce_steps import STEPS, STEPS_BLOCK, ReduceStep, error_bound, pass_grids
 
 SMS = 132  # an H200's multiprocessor count
 SIZES = (0, 1, 31, 1_000_003, (1 << 24) + 7, (1 << 32) + 3)

@@ -1,4 +1,4 @@
-"""Kernel-argument checking and packing (rawcuda.kernelargs), on the CPU (no driver needed).
+"""Kernel-argument checking and packing (rawcuda.core.kernelargs), on the CPU (no driver needed).
 
 The packer is given real signatures (parsed from PTX text, or sizes as cuFuncGetParamInfo reports
 them); device buffers are stand-ins with an address, which is all the packer reads from them. On a GPU,
@@ -16,10 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rawcuda import ClosedError, ptx
-from rawcuda.devicebuffer import DeviceBuffer
-from rawcuda.kernelargs import ArgPacker, ArgumentError, ParamSpec
-from rawcuda.pending import PendingStream
+from rawcuda import ClosedError
+from rawcuda.core import ptx
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.guards.pending import PendingStream
+from rawcuda.core.kernelargs import ArgPacker, ArgumentError
+from rawcuda.core.paramspec import ParamSpec
 
 PTX = """
 .version 9.0
@@ -161,7 +163,7 @@ def test_a_128_bit_parameter_takes_its_sixteen_bytes() -> None:
         packer.pack((value[:8],))
 
 
-# --- which Python ints an integer parameter takes (the rule in rawcuda.kernelargs' docstring) ----------------
+# --- which Python ints an integer parameter takes (the rule in rawcuda.core.kernelargs' docstring) ----------------
 #: What nvcc 13 declares for each C parameter type (compiled below): every integer is *unsigned* in PTX,
 #: signed or not, and every pointer is .u64. The packer's range rule is written from this fact.
 NVCC_PARAM_TYPES = {

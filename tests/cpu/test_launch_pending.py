@@ -1,4 +1,4 @@
-"""Launches record their stream on the memory of the rawcuda buffers they are passed (rawcuda.pending), on the CPU.
+"""Launches record their stream on the memory of the rawcuda buffers they are passed (core.guards.pending), on the CPU.
 
 A launch returns before the kernel runs, so a consumer given the buffer afterwards -- ``__dlpack__(stream=...)``,
 the CUDA Array Interface's ``stream`` -- must be made to wait for it (issue 14: on the H200, ``cupy.from_dlpack(y)``
@@ -19,14 +19,17 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import ClosedError, function, pending
-from rawcuda.devicebuffer import DeviceBuffer
+from rawcuda import ClosedError
+from rawcuda.core import boundlaunch, function, launchcall
+from rawcuda.core.closecounter import closes
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.function import Function
+from rawcuda.core.guards import pending
+from rawcuda.core.guards.pending import LEGACY_HANDLE, LegacyStream, PendingStream, legacy_stream
+from rawcuda.core.kernelargs import ArgPacker
+from rawcuda.core.paramspec import ParamSpec
+from rawcuda.core.stream import Stream
 from rawcuda.ffi.constants import STREAM_LEGACY, STREAM_PER_THREAD
-from rawcuda.function import Function
-from rawcuda.kernelargs import ArgPacker, ParamSpec
-from rawcuda.pending import LEGACY_HANDLE, LegacyStream, PendingStream, legacy_stream
-from rawcuda.resource import closes
-from rawcuda.stream import Stream
 
 ADDRESS = 0x7F00_0000_0000  # where the stand-in buffers "are" (nothing reads it)
 CONTEXT_HANDLE = 0xC000
@@ -76,7 +79,7 @@ class StandInBuffer(DeviceBuffer):
 
 
 class StandInDriver:
-    """The calls PendingStream makes (rawcuda.pending's ``cu``): each wait noted as (waiter, producer)."""
+    """The calls PendingStream makes (rawcuda.core.guards.pending's ``cu``): each wait noted as (waiter, producer)."""
 
     def __init__(self) -> None:
         self.waits: list[tuple[int, int]] = []
@@ -115,7 +118,7 @@ def driver(monkeypatch: pytest.MonkeyPatch) -> StandInDriver:
 def launches(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[tuple[Any, ...]]]:
     """cuLaunchKernelEx replaced: every launch is noted, and succeeds."""
     calls: list[tuple[Any, ...]] = []
-    monkeypatch.setattr(function._launch_kernel, "call", lambda *args: calls.append(args) or 0)
+    monkeypatch.setattr(launchcall.launch_kernel, "call", lambda *args: calls.append(args) or 0)
     yield calls
 
 
@@ -344,8 +347,9 @@ def test_a_failed_launch_records_nothing(
     def refuse(rc: int, context: Any, call: Any) -> None:
         raise RefusedError(rc)
 
-    monkeypatch.setattr(function._launch_kernel, "call", lambda *args: 1)  # CUDA_ERROR_INVALID_VALUE
+    monkeypatch.setattr(launchcall.launch_kernel, "call", lambda *args: 1)  # CUDA_ERROR_INVALID_VALUE
     monkeypatch.setattr(function, "launch_failed", refuse)
+    monkeypatch.setattr(boundlaunch, "launch_failed", refuse)
     fn, s, c = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A), StandInBuffer(N, context=ctx)
     with pytest.raises(RefusedError):
         fn.launch(1, 32, c, c, c, N, stream=s)
@@ -365,7 +369,7 @@ def test_the_stand_ins_are_what_a_launch_reads(ctx: StandInContext, launches: li
 
 def test_a_captured_memset_records_nothing_either(ctx: StandInContext, monkeypatch: pytest.MonkeyPatch) -> None:
     # Copies and memsets record their stream too (DeviceBuffer._transfer); inside a capture they run at replay.
-    from rawcuda import devicebuffer
+    from rawcuda.core import devicebuffer
 
     queued: list[int] = []
     driver = SimpleNamespace(

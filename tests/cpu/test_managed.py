@@ -12,10 +12,10 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import managed
+from rawcuda.extras import managed
+from rawcuda.extras.managed import ManagedBuffer
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemLocationType
-from rawcuda.managed import ManagedBuffer
 
 
 class StandInDevice:

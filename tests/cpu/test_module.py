@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rawcuda.module import image_kind, max_ptx_isa
+from rawcuda.core.module import image_kind, max_ptx_isa
 
 
 def test_image_kinds_and_ptx_isa_table() -> None:

@@ -21,9 +21,9 @@ from pathlib import Path
 import pytest
 
 import rawcuda
-from rawcuda import nvrtc
 from rawcuda.checked import nv
 from rawcuda.checked.errors import NvrtcNotFoundError
+from rawcuda.extras import nvrtc
 from rawcuda.ffi import library
 from rawcuda.ffi import nvrtc as nvrtc_table
 from rawcuda.ffi.decl import Decl, index
@@ -271,7 +271,7 @@ def test_not_found_lists_every_candidate_and_why(tmp_path: Path) -> None:
 
 def test_first_use_without_libnvrtc_raises_not_found() -> None:
     proc = run_python(
-        "import json, rawcuda, rawcuda.nvrtc as nv\n"
+        "import json, rawcuda, rawcuda.extras.nvrtc as nv\n"
         "out = {}\n"
         "for what, call in (('compile', lambda: nv.compile('__global__ void k() {}')), ('version', nv.version)):\n"
         "    try:\n        call()\n"
@@ -291,7 +291,7 @@ def test_a_library_that_is_not_nvrtc_is_not_taken_for_it(fake_libcuda: Path) -> 
     # Once this was a MissingSymbolError ("this libnvrtc is older than the table"): wrong advice for a
     # library that is not NVRTC at all. The loader now checks the probe symbol and moves on.
     proc = run_python(
-        "import rawcuda, rawcuda.nvrtc as nv\n"
+        "import rawcuda, rawcuda.extras.nvrtc as nv\n"
         "try:\n    nv.version()\n"
         "except rawcuda.NvrtcNotFoundError as e:\n    print('RAISED', e)\n",
         RAWCUDA_LIBNVRTC=str(fake_libcuda),
@@ -335,7 +335,7 @@ def test_choose_arch(capability: tuple[int, int] | None, supported: list[int], e
 
 def test_default_arch_without_a_driver_is_the_fallback() -> None:
     proc = run_python(
-        "import rawcuda.nvrtc as nv; print(nv.default_arch())", RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1"
+        "import rawcuda.extras.nvrtc as nv; print(nv.default_arch())", RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1"
     )
     assert proc.stdout.strip() == nvrtc.FALLBACK_ARCH == "compute_80", proc.stderr
 
@@ -437,7 +437,7 @@ def fake_nvrtc(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture
 def fake(fake_nvrtc: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[ctypes.CDLL]:
-    """rawcuda.nvrtc pointed at the fake for one test (a fresh library handle and a fresh binding namespace)."""
+    """rawcuda.extras.nvrtc pointed at the fake for one test (a fresh library handle and a fresh binding namespace)."""
     monkeypatch.setenv(LIBNVRTC.env_var, str(fake_nvrtc))
     nv.reset()  # a fresh library handle and fresh bindings, for this test only
     yield nv.library().handle

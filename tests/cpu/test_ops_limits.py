@@ -17,8 +17,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import ops, sgemm
-from rawcuda.devicebuffer import DeviceBuffer
+from rawcuda import ops
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.ops import sgemm
 
 SMS = 132  # the stand-in device's multiprocessor count (an H200's)
 BIG = 1 << 40  # elements: far past any GPU, and past every 32-bit index
@@ -126,7 +127,7 @@ def test_matmul_names_a_kernel_and_refuses_one_that_cannot_take_the_inputs(recor
     assert recorder.launches[0][:3] == ("sgemm_05_reg2d", (1, 1), (256, 1))
     with pytest.raises(ValueError, match=r"sgemm_07_warptile cannot compute this product: .*multiples of 4; N = 9"):
         ops.matmul(c, a, b, kernel="sgemm_07_warptile")
-    with pytest.raises(ValueError, match=r"no SGEMM kernel 'matmul'; rawcuda.sgemm.KERNELS has sgemm_01_naive, "):
+    with pytest.raises(ValueError, match=r"no SGEMM kernel 'matmul'; rawcuda.ops.sgemm.KERNELS has sgemm_01_naive, "):
         ops.matmul(c, a, b, kernel="matmul")
     assert len(recorder.launches) == 1
 

@@ -1,4 +1,4 @@
-"""PendingStream under threads and captures (rawcuda.pending), on the CPU with stand-in streams and driver.
+"""PendingStream under threads and captures (rawcuda.core.guards.pending), on the CPU with stand-in streams and driver.
 
 A hostile review found three ways the record could let a consumer read memory a kernel was still writing:
 a launch recorded on one thread while another thread waited (``handle()``, ``synchronize()``) was dropped when
@@ -17,8 +17,8 @@ from typing import Any
 
 import pytest
 
-from rawcuda import pending
-from rawcuda.pending import PendingStream
+from rawcuda.core.guards import pending
+from rawcuda.core.guards.pending import PendingStream
 
 THREADS = 6  # recording threads, each alternating between two streams of its own
 LAUNCHES = 400  # per thread and round
@@ -47,7 +47,7 @@ class WorkStream:
 
 
 class CoveringDriver:
-    """rawcuda.pending's ``cu``: an event recorded on a stream covers the work queued there so far."""
+    """rawcuda.core.guards.pending's ``cu``: an event recorded on a stream covers the work queued there so far."""
 
     def __init__(self) -> None:
         self.by_handle: dict[int, WorkStream] = {}
@@ -222,7 +222,7 @@ def test_pending_work_on_a_capturing_stream_is_refused_clearly(export: str, driv
 # --- a stream collected while a capture is open ----------------------------------------------------------------------
 @pytest.fixture
 def deferred(monkeypatch: pytest.MonkeyPatch) -> set[int]:
-    """The handles whose release a capture has deferred, as rawcuda.stream.release_deferred answers (the
+    """The handles whose release a capture has deferred, as rawcuda.core.stream.release_deferred answers (the
     stand-in: add a handle to defer its release, clear the set to end the capture)."""
     handles: set[int] = set()
     # raising=False: on the code before the fix the name did not exist, and the test must fail on its assertion
@@ -284,9 +284,9 @@ def test_a_record_of_a_stream_closed_meanwhile_keeps_the_dead_entry_under_its_id
 def test_a_deferred_release_counts_as_held_until_it_has_run() -> None:
     # Before: end() emptied the queue, then ran the releases (a stream's waits for its work): meanwhile
     # holds() said False, and an export on another thread forgot the stream (attack a02, round 6).
-    from rawcuda import resource
+    from rawcuda.core.guards import capturedeferral
 
-    deferral = resource.CaptureDeferral()
+    deferral = capturedeferral.CaptureDeferral()
     seen: list[bool] = []
     context = SimpleNamespace(usable=True, raw_handle=0)
 
@@ -296,12 +296,12 @@ def test_a_deferred_release_counts_as_held_until_it_has_run() -> None:
     deferral.begin()
     assert deferral.defer(context, release, (0xA000,))  # type: ignore[arg-type]
     assert deferral.holds(release, 0xA000)
-    real = resource.finalize_child
+    real = capturedeferral.finalize_child
     try:
-        resource.finalize_child = lambda ctx, rel, *args: rel(*args)  # type: ignore[assignment]
+        capturedeferral.finalize_child = lambda ctx, rel, *args: rel(*args)  # type: ignore[assignment]
         deferral.end()
     finally:
-        resource.finalize_child = real
+        capturedeferral.finalize_child = real
     assert seen == [True], "while the release ran, the handle still counted as held"
     assert not deferral.holds(release, 0xA000)
 
@@ -339,7 +339,7 @@ def test_a_capture_refuses_the_legacy_stream_only_where_it_could_break() -> None
     # a non-blocking stream, which the legacy stream never synchronizes with.
     from concurrent.futures import ThreadPoolExecutor
 
-    from rawcuda.resource import EVERYWHERE, CaptureDeferral, LegacyHazard
+    from rawcuda.core.guards.capturedeferral import EVERYWHERE, CaptureDeferral, LegacyHazard
 
     def refused(deferral: CaptureDeferral, context: int | None) -> bool:
         try:

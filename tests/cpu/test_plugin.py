@@ -158,7 +158,7 @@ def test_importing_the_plugin_imports_no_numpy_no_driver_table_and_no_objects() 
         "import sys\n"
         "import rawcuda.testing.plugin\n"
         "from rawcuda.ffi import library\n"
-        "heavy = ['numpy', 'rawcuda.checked.binding', 'rawcuda.context', 'rawcuda.devicebuffer']\n"
+        "heavy = ['numpy', 'rawcuda.checked.binding', 'rawcuda.core.context', 'rawcuda.core.devicebuffer']\n"
         "print([m for m in heavy if m in sys.modules], library.LIBCUDA.loaded())\n",
         RAWCUDA_LIBCUDA=MISSING_DRIVER,
     )
@@ -251,7 +251,7 @@ FAKE_LAYER = """
 import weakref
 
 import rawcuda.testing
-from rawcuda import contextregistry
+from rawcuda.core.guards import contextregistry
 from rawcuda.testing import leaks
 
 

@@ -1,4 +1,4 @@
-"""rawcuda.ptx: the PTX parser, on real nvcc output, on handwritten edge cases, and on bad input.
+"""rawcuda.core.ptx: the PTX parser, on real nvcc output, on handwritten edge cases, and on bad input.
 
 The nvcc tests compile a .cu that records, next to each kernel, the C ``sizeof``/``alignof`` of every
 parameter type as a device global (``.global .u64 sizeof_Pair = 16;`` in the PTX). Each parsed
@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rawcuda import ptx
 from rawcuda.checked.errors import RawCudaError
+from rawcuda.core import ptx
 
 NVCC_FLAGS = ["--ptx", "-arch=compute_80"]
 

@@ -5,7 +5,7 @@ past a matrix that happens to find harmless memory, a float4 access that is not 
 before or after C. kernels/sgemm.cu is compiled as C++ against tests/kernels/cuda_on_cpu.h (a std::thread per
 CUDA thread, a std::barrier for __syncthreads) with ``-fsanitize=address,undefined``; each kernel then runs in
 a child interpreter with the sanitizer runtimes preloaded (tests/kernels/sgemm_on_cpu.py), launched with the
-grid and block of rawcuda.sgemm's table, on shapes that fit no tile, with gridDim.y capped at 1, and on
+grid and block of rawcuda.ops.sgemm's table, on shapes that fit no tile, with gridDim.y capped at 1, and on
 unaligned buffers where the kernel takes them; every element is compared with numpy. A last test shows that
 the sanitizers do catch what they are here for: a float4 kernel handed an unaligned buffer.
 
@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from rawcuda import sgemm
+from rawcuda.ops import sgemm
 from tests.helpers import ROOT, TESTS_DIR
 
 SOURCE = TESTS_DIR / "kernels" / "sgemm_on_cpu.cpp"
@@ -101,7 +101,7 @@ def test_kernel_on_the_cpu_under_the_sanitizers(emulator: tuple[Path, dict[str, 
 
 
 def test_the_sanitizers_catch_a_misaligned_float4(emulator: tuple[Path, dict[str, str]]) -> None:
-    # What rawcuda.sgemm refuses on the host (a float4 kernel, a buffer 4 bytes past an aligned start) is run
+    # What rawcuda.ops.sgemm refuses on the host (a float4 kernel, a buffer 4 bytes past an aligned start) is run
     # here anyway: UBSan must stop it. A test that could never fail would prove nothing.
     proc = run(emulator, "sgemm_07_warptile", "--misaligned")
     assert proc.returncode != 0, proc.stdout + proc.stderr

@@ -1,4 +1,4 @@
-"""Stream capture without a driver (CPU only): rawcuda.streamcapture's checks before any driver call.
+"""Stream capture without a driver (CPU only): rawcuda.graphs.streamcapture's checks before any driver call.
 
 The legacy default stream and things that are not a Stream are refused; the stream is checked first; a
 capture error gets the stream hint exactly once. On a GPU: tests/gpu/test_streamcapture.py.
@@ -8,11 +8,11 @@ from __future__ import annotations
 
 import pytest
 
-from rawcuda import streamcapture
 from rawcuda.checked.errors import ClosedError, CudaError, StreamCaptureError
+from rawcuda.core.stream import Stream
 from rawcuda.ffi.constants import StreamCaptureMode
 from rawcuda.ffi.results import Result
-from rawcuda.stream import Stream
+from rawcuda.graphs import streamcapture
 
 
 @pytest.mark.parametrize("legacy", [None, 0, 1])

@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import Event, Stream, aio, capture
+from rawcuda import Event, Stream, capture
+from rawcuda.extras import aio
 from tests.helpers import longest_gap_while
 
 pytestmark = pytest.mark.gpu

@@ -16,9 +16,9 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, Module, Stream, ops
-from rawcuda.kernelargs import ArgumentError
-from rawcuda.resource import closes
-from rawcuda.streamcapture import capture
+from rawcuda.core.closecounter import closes
+from rawcuda.core.kernelargs import ArgumentError
+from rawcuda.graphs.streamcapture import capture
 from tests.helpers import grid_for
 
 pytestmark = pytest.mark.gpu
@@ -65,7 +65,7 @@ def test_a_release_deferred_by_a_capture_still_moves_the_close_counter(stream: S
 
 def test_static_plus_dynamic_shared_memory_over_48_kib_opts_in() -> None:
     try:
-        result = rawcuda.nvrtc.compile(STATIC_AND_DYNAMIC, name="both_shared.cu")
+        result = rawcuda.extras.nvrtc.compile(STATIC_AND_DYNAMIC, name="both_shared.cu")
     except rawcuda.NvrtcNotFoundError as exc:
         pytest.skip(f"no libnvrtc: {str(exc).splitlines()[0]}")
     with Module(result.ptx, name="both_shared.cu") as module:

@@ -19,9 +19,9 @@ import pytest
 
 import rawcuda
 from rawcuda import Context, DeviceBuffer, Stream
-from rawcuda.current import current_handle
-from rawcuda.resource import capture_deferral
-from rawcuda.streamcapture import capture
+from rawcuda.core.guards.capturedeferral import capture_deferral
+from rawcuda.core.guards.current import current_handle
+from rawcuda.graphs.streamcapture import capture
 from tests.helpers import BLOCK, grid_for, run_python
 
 pytestmark = pytest.mark.gpu
@@ -57,7 +57,7 @@ BOGUS_STREAMS_CHILD = textwrap.dedent(
         try:
             add.launch({grid_for(N, BLOCK)}, {BLOCK}, out, Foreign(), Foreign(), {N})
             print("CAI ACCEPTED", hex(bogus))
-        except TypeError as exc:  # rawcuda.kernelargs.ArgumentError, carrying interop's ForeignArrayError text
+        except TypeError as exc:  # rawcuda.core.kernelargs.ArgumentError, carrying interop's ForeignArrayError text
             print("CAI REFUSED", "cannot read memory at that address" in str(exc))
         producer.synchronize()
     print("DONE")

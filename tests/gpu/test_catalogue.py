@@ -54,10 +54,10 @@ from rawcuda import (
     ops,
 )
 from rawcuda.checked.tracing import trace
-from rawcuda.context import default_context
-from rawcuda.function import Function
-from rawcuda.module import max_ptx_isa
-from rawcuda.ptxtext import PtxParseError
+from rawcuda.core.context import default_context
+from rawcuda.core.function import Function
+from rawcuda.core.module import max_ptx_isa
+from rawcuda.core.ptxtext import PtxParseError
 
 pytestmark = pytest.mark.gpu
 

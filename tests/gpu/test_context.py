@@ -16,7 +16,7 @@ import pytest
 import rawcuda
 from rawcuda import Context, DeviceBuffer, Event, Module, PinnedBuffer, Stream
 from rawcuda.checked import cu
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.constants import CtxFlag
 from tests.helpers import BLOCK, NAN32, grid_for
 

@@ -2,7 +2,7 @@
 
 Each one left the thread in a state where CuPy's next kernel failed: with no context at all
 (CUDA_ERROR_INVALID_CONTEXT), or in a context rawcuda had closed. The rule that replaced the ad-hoc fix is in
-rawcuda/contextstack.py; tests/cpu/test_context_stack.py runs the same scenarios on a fake driver.
+rawcuda/core/guards/contextstack.py; tests/cpu/test_context_stack.py runs the same scenarios on a fake driver.
 
 Every scenario but the subprocess one runs on a fresh thread: its stack starts empty, so after
 ``primary.activate()`` it holds exactly [primary], whatever earlier tests left on the main thread's stack.
@@ -22,8 +22,8 @@ import numpy as np
 import pytest
 
 from rawcuda import Context, DeviceBuffer, PinnedBuffer
-from rawcuda.context import default_context
-from rawcuda.current import current_handle
+from rawcuda.core.context import default_context
+from rawcuda.core.guards.current import current_handle
 from tests.helpers import run_python
 
 pytestmark = pytest.mark.gpu
@@ -80,7 +80,7 @@ from ctypes import byref, c_int, c_size_t, c_uint, c_void_p
 import rawcuda
 from rawcuda import Context
 from rawcuda.checked import cu
-from rawcuda.current import current_handle
+from rawcuda.core.guards.current import current_handle
 
 dev = rawcuda.Device(0).handle
 
@@ -287,7 +287,7 @@ import json, threading
 import numpy as np
 import rawcuda
 from rawcuda import Context, DeviceBuffer
-from rawcuda.current import current_handle
+from rawcuda.core.guards.current import current_handle
 primary = rawcuda.default_context()
 a, b = Context.create(), Context.create()
 inside, closed, out = threading.Event(), threading.Event(), {}

@@ -32,10 +32,10 @@ from rawcuda import (
     cu,
     ops,
 )
-from rawcuda import dlpack as producer_side
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.constants import StreamFlag
-from rawcuda.ffi.dlpack import DLDeviceType
+from rawcuda.protocols import dlpack as producer_side
+from rawcuda.protocols.dlpackabi import DLDeviceType
 from tests.helpers import BLOCK, NAN32, grid_for
 
 N = 1 << 20
@@ -398,7 +398,7 @@ def test_an_unconsumed_capsule_is_given_back_when_its_buffer_closes(no_export_le
     try:
         buf = DeviceBuffer.empty(BIG)
         capsule = buf.__dlpack__(stream=-1)
-        del capsule  # dropped unconsumed: no destructor runs (see rawcuda.ffi.dlpack) ...
+        del capsule  # dropped unconsumed: no destructor runs (see rawcuda.protocols.dlpackabi) ...
         buf.close()  # ... close() sweeps it, and frees the memory now
     finally:
         gc.enable()

@@ -19,7 +19,7 @@ import pytest
 import rawcuda
 from rawcuda import Context, DeviceBuffer, Module, kernels, ops
 from rawcuda.checked import cu
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.attributes import PointerAttribute
 from tests.helpers import BLOCK, NAN32, grid_for, needs_fork, run_python
 

@@ -13,7 +13,7 @@ from collections.abc import Callable
 import pytest
 
 from rawcuda import ClosedError, Context, Event, Function, Stream, time_ms
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 
 pytestmark = pytest.mark.gpu
 

@@ -28,8 +28,9 @@ from dataclasses import dataclass
 import numpy as np
 import pytest
 
-from rawcuda import DeviceBuffer, ops, sgemm
-from rawcuda.context import default_context
+from rawcuda import DeviceBuffer, ops
+from rawcuda.core.context import default_context
+from rawcuda.ops import sgemm
 from tests.helpers import run_python
 
 pytestmark = pytest.mark.gpu

@@ -14,8 +14,8 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, Module
-from rawcuda.context import default_context
-from rawcuda.kernelargs import ArgumentError
+from rawcuda.core.context import default_context
+from rawcuda.core.kernelargs import ArgumentError
 from rawcuda.testing import assert_device_equal
 from tests.helpers import BLOCK, NAN32, grid_for
 

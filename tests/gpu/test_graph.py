@@ -1,6 +1,6 @@
 """CUDA graphs on a real GPU: replay, kernel nodes, parameter updates, explicit nodes, and lifetimes.
 
-rawcuda.graph with the two files behind it (graphexec.py, kernelnode.py); the graphs are captured or built
+rawcuda.graphs.graph with the two files behind it (graphexec.py, kernelnode.py); the graphs are captured or built
 node by node. What capture records and forbids is in test_streamcapture.py.
 
 Every test uses fresh random data, poisons every output with NaN before the work that should fill it, and
@@ -15,12 +15,13 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import Context, DeviceBuffer, GraphError, Module, Stream, ops, sgemm
+from rawcuda import Context, DeviceBuffer, GraphError, Module, Stream, ops
 from rawcuda.checked.errors import ClosedError
+from rawcuda.core.kernelargs import ArgumentError
 from rawcuda.ffi.constants import StreamCaptureStatus
-from rawcuda.graph import Graph, GraphExec, KernelNode
-from rawcuda.kernelargs import ArgumentError
-from rawcuda.streamcapture import capture, capture_status
+from rawcuda.graphs.graph import Graph, GraphExec, KernelNode
+from rawcuda.graphs.streamcapture import capture, capture_status
+from rawcuda.ops import sgemm
 from tests.helpers import grid_for
 
 pytestmark = pytest.mark.gpu

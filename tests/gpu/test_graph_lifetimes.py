@@ -1,6 +1,6 @@
 """Graph lifetimes on a real GPU: ownership without cycles, and executable graphs that follow their updates.
 
-Two promises of rawcuda.graph, rawcuda.graphexec and rawcuda.kernelnode (docs/architecture.md, "Lifetimes"):
+Two promises of rawcuda.graphs (graph, graphexec and kernelnode; docs/architecture.md, "Lifetimes"):
 
 * **No cycles.** Dropping a graph -- with its executable graph and its nodes -- frees it and every buffer it
   kept alive by reference counting alone. Before, ``Graph._nodes`` and ``node.graph`` pointed at each other,
@@ -30,9 +30,9 @@ import pytest
 import rawcuda
 from rawcuda import DeviceBuffer, Stream
 from rawcuda.checked.errors import ClosedError
-from rawcuda.context import default_context
-from rawcuda.graph import Graph, KernelNode
-from rawcuda.streamcapture import capture
+from rawcuda.core.context import default_context
+from rawcuda.graphs.graph import Graph, KernelNode
+from rawcuda.graphs.streamcapture import capture
 from tests.helpers import BLOCK, NAN32, grid_for
 
 pytestmark = pytest.mark.gpu

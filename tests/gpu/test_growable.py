@@ -11,11 +11,11 @@ import pytest
 import rawcuda
 from rawcuda import Context, DeviceBuffer, ops
 from rawcuda.checked import cu
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
+from rawcuda.extras.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow, round_up
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemAccessFlag, MemGranularity, MemLocationType
 from rawcuda.ffi.types import CUmemLocation
-from rawcuda.growable import CapacityError, GrowableBuffer, allocation_granularity, copy_grow, round_up
 
 pytestmark = pytest.mark.gpu
 

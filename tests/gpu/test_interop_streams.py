@@ -16,8 +16,8 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, GrowableBuffer, Module, PinnedBuffer, Stream, kernels
+from rawcuda.core.kernelargs import ArgumentError
 from rawcuda.ffi.constants import StreamFlag
-from rawcuda.kernelargs import ArgumentError
 from tests.helpers import BLOCK, NAN32, grid_for
 
 N = 1 << 20

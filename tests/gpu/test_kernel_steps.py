@@ -1,6 +1,6 @@
 """The kernel progressions, each step checked against numpy on fresh random data (GPU).
 
-* every reduction step (rawcuda.reduce_steps.STEPS) on odd sizes, aligned and at an offset, with a NaN guard
+* every reduction step (rawcuda.ops.reduce_steps.STEPS) on odd sizes, aligned and at an offset, with a NaN guard
   after the input (a read past n would show) and NaN-poisoned partial sums (a partial never written would
   show); against a float64 sum within the step's stated bound, and exactly on small integers; and past
   2^31 and 2^32 elements, where an index that wrapped would skip or repeat a marked element;
@@ -21,8 +21,8 @@ import numpy as np
 import pytest
 
 from rawcuda import DeviceAttribute, DeviceBuffer, Function, ops
-from rawcuda.context import default_context
-from rawcuda.reduce_steps import STEPS, ReduceStep, Reduction
+from rawcuda.core.context import default_context
+from rawcuda.ops.reduce_steps import STEPS, ReduceStep, Reduction
 
 pytestmark = pytest.mark.gpu
 

@@ -23,8 +23,8 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, Event, Stream, ops
-from rawcuda.dlpack import sweep
 from rawcuda.ffi.constants import STREAM_LEGACY, StreamCaptureMode, StreamFlag
+from rawcuda.protocols.dlpack import sweep
 from tests.helpers import BLOCK, NAN32, grid_for
 
 WARM_UP_KERNELS = True  # conftest's vector_add is launched once first: loading is nothing a capture can hold

@@ -20,7 +20,7 @@ import pytest
 
 import rawcuda
 from rawcuda import Context, DeviceBuffer, Event, ManagedBuffer, Module, PinnedBuffer, Stream, kernels, ops
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 
 pytestmark = pytest.mark.gpu
 

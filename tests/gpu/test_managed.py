@@ -15,7 +15,7 @@ import pytest
 import rawcuda
 from rawcuda import Device, DeviceBuffer, ManagedBuffer, ops
 from rawcuda.checked import cu
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.attributes import DeviceAttribute, PointerAttribute
 from rawcuda.ffi.constants import MemAdvise
 from tests.helpers import BLOCK, grid_for

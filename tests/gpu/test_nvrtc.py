@@ -14,7 +14,8 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import Device, DeviceBuffer, Module, nvrtc
+from rawcuda import Device, DeviceBuffer, Module
+from rawcuda.extras import nvrtc
 from rawcuda.ffi.results import NvrtcResult
 from tests.helpers import BLOCK, grid_for
 

@@ -286,7 +286,7 @@ def test_the_context_manager_names_the_object_and_the_line() -> None:
 
 
 def test_a_capsule_dropped_unconsumed_is_no_leak() -> None:
-    # The check turns the collector off, so only its own sweep (rawcuda.dlpack.sweep) ends these exports.
+    # The check turns the collector off, so only its own sweep (rawcuda.protocols.dlpack.sweep) ends these exports.
     with LeakCheck(memory_tolerance=OBJECTS_ONLY):
         closed = DeviceBuffer.zeros(N)
         capsule = closed.__dlpack__(stream=-1, max_version=(1, 0))

@@ -1,8 +1,8 @@
 """Every kernel of kernels/sgemm.cu against numpy, on shapes that are not multiples of any tile (GPU).
 
-Each step of the progression, each tuning configuration and each any-input twin (rawcuda.sgemm.KERNELS) runs
+Each step of the progression, each tuning configuration and each any-input twin (rawcuda.ops.sgemm.KERNELS) runs
 through ``ops.matmul(..., kernel=name)`` into a NaN-poisoned C, and every element is compared with a float64
-reference on fresh random data. The bound is each kernel's ``error_bound`` (rawcuda/sgemm.py derives it);
+reference on fresh random data. The bound is each kernel's ``error_bound`` (rawcuda/ops/sgemm.py derives it);
 for the fp32 kernels it is the one for a K-term dot product accumulated in float32 with fused multiply-adds:
 
     |C - A @ B| <= K * eps * (|A| @ |B|)        eps = 2^-23, float32's machine epsilon
@@ -22,8 +22,9 @@ import functools
 import numpy as np
 import pytest
 
-from rawcuda import DeviceBuffer, ops, sgemm
-from rawcuda.context import default_context
+from rawcuda import DeviceBuffer, ops
+from rawcuda.core.context import default_context
+from rawcuda.ops import sgemm
 
 pytestmark = pytest.mark.gpu
 

@@ -9,7 +9,7 @@ import pytest
 
 import rawcuda
 from rawcuda import DeviceBuffer, Event, Module, PinnedBuffer, Stream
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 
 pytestmark = pytest.mark.gpu
 

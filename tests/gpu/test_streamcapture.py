@@ -1,6 +1,6 @@
 """Stream capture on a real GPU: what a capture records, what it forbids, and what rawcuda says then.
 
-rawcuda.streamcapture: copies and memsets are recorded (and replayed with new host contents); the legacy
+rawcuda.graphs.streamcapture: copies and memsets are recorded (and replayed with new host contents); the legacy
 stream cannot capture; a forbidden call inside a capture raises StreamCaptureError saying what to do, and
 leaves nothing half-captured; an exception in the body ends the capture; a graph is usable only after its
 capture. Replaying captured graphs is in test_graph.py.
@@ -15,7 +15,7 @@ import rawcuda
 from rawcuda import DeviceBuffer, PinnedBuffer, Stream, StreamCaptureError, ops
 from rawcuda.checked.errors import ClosedError
 from rawcuda.ffi.constants import StreamCaptureStatus
-from rawcuda.streamcapture import capture, capture_status
+from rawcuda.graphs.streamcapture import capture, capture_status
 from tests.helpers import grid_for
 
 pytestmark = pytest.mark.gpu
@@ -159,11 +159,11 @@ def test_garbage_collected_inside_a_capture_is_released_after_it(
 ) -> None:
     # Seen on the H200: test_streamcapture failed after other test files had left cycles behind -- the GC ran
     # inside a capture, a finalizer called cuMemFree on the capturing thread, and the driver invalidated the
-    # capture. rawcuda.resource.CaptureDeferral holds such releases until the capture ends.
+    # capture. rawcuda.core.guards.capturedeferral.CaptureDeferral holds such releases until the capture ends.
     import gc
     import weakref
 
-    from rawcuda.resource import capture_deferral
+    from rawcuda.core.guards.capturedeferral import capture_deferral
 
     a, b = (rng.standard_normal(N, dtype=np.float32) for _ in range(2))
     da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty(N)

@@ -32,8 +32,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import ClosedError, DeviceBuffer, PinnedBuffer, RawCudaError, Stream, ops, sgemm
-from rawcuda.context import Context, default_context
+from rawcuda import ClosedError, DeviceBuffer, PinnedBuffer, RawCudaError, Stream, ops
+from rawcuda.core.context import Context, default_context
+from rawcuda.ops import sgemm
 
 pytestmark = pytest.mark.gpu
 

@@ -26,7 +26,7 @@ import numpy as np
 import pytest
 
 from rawcuda import DeviceBuffer, PinnedBuffer, Stream, ops
-from rawcuda.context import default_context
+from rawcuda.core.context import default_context
 from rawcuda.ffi.constants import StreamFlag
 
 pytestmark = pytest.mark.gpu

@@ -4,10 +4,10 @@
 
 LIBRARY is the kernels compiled for the CPU by tests/cpu/test_sgemm_on_cpu.py (with AddressSanitizer and
 UBSan, so this process must start with their runtimes preloaded: the test does that). The launch -- grid
-and block -- comes from rawcuda.sgemm's table, so a wrong row in the table fails here like a wrong index in
+and block -- comes from rawcuda.ops.sgemm's table, so a wrong row in the table fails here like a wrong index in
 a kernel. Each case copies A and B into allocations of exactly their size (the sanitizer sees every byte
 past them), poisons C with NaN, and compares every element with a float64 product within the kernel's
-error_bound (rawcuda/sgemm.py: K * eps * (|A| @ |B|) for fp32, more for the TF32 step). Prints
+error_bound (rawcuda/ops/sgemm.py: K * eps * (|A| @ |B|) for fp32, more for the TF32 step). Prints
 ``N cases verified`` and exits 0, or what differed and 1.
 ``--misaligned`` runs one case 4 bytes past an aligned start whatever the kernel is -- for a float4 kernel
 what the host refuses, and what UBSan must then stop (the test that the checks can fail).
@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-from rawcuda import sgemm  # noqa: E402  (after the sys.path fix; rawcuda.sgemm is a table, no driver)
+from rawcuda.ops import sgemm  # noqa: E402  (after the sys.path fix; rawcuda.ops.sgemm is a table, no driver)
 
 SHAPES = ((1, 1, 1), (17, 33, 9), (129, 65, 257), (70, 260, 12), (3, 5, 0))  # (M, N, K), none tile-sized
 CAPPED = (129, 65, 257)  # also run with gridDim.y = 1: one block row walks every row tile

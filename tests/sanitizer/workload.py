@@ -32,8 +32,9 @@ ROOT = Path(__file__).resolve().parents[2]
 if str(ROOT) not in sys.path:  # runs from a source checkout without installing
     sys.path.insert(0, str(ROOT))
 
-from rawcuda import DeviceBuffer, ops, sgemm  # noqa: E402  (after the sys.path fix above)
-from rawcuda.reduce_steps import STEPS, Reduction  # noqa: E402
+from rawcuda import DeviceBuffer, ops  # noqa: E402
+from rawcuda.ops import sgemm  # noqa: E402  (after the sys.path fix above)
+from rawcuda.ops.reduce_steps import STEPS, Reduction  # noqa: E402
 
 NAN = np.float32(np.nan)  # outputs are poisoned with it: an element a kernel skipped stays NaN
 FLOAT32_EPS = float(np.finfo(np.float32).eps)
@@ -43,7 +44,7 @@ SHORT_LENGTHS = (1, 5, 33, BLOCK + 1, 10_007)
 OFFSETS = (0, 1, 3)  # elements: views at 4 and 12 bytes past an aligned start
 MATRICES = ((1, 1, 1), (17, 33, 65), (64, 64, 64), (65, 63, 17), (127, 129, 1), (1, 200, 7), (200, 3, 129))
 SHORT_MATRICES = ((1, 1, 1), (17, 33, 65), (65, 63, 17))
-# Every SGEMM kernel (rawcuda.sgemm.KERNELS) at these; float4 kernels get N and K rounded up to multiples of 4.
+# Every SGEMM kernel (rawcuda.ops.sgemm.KERNELS) at these; float4 kernels get N and K rounded up to multiples of 4.
 # 257 = 32 K-steps of 8 and a 1-deep tail: the double-buffered kernels switch stages 32 times.
 SGEMM_MATRICES = ((1, 1, 1), (17, 33, 9), (129, 65, 257), (130, 260, 12))
 SHORT_SGEMM_MATRICES = ((129, 65, 257),)
@@ -138,7 +139,7 @@ def sgemm_kernels(checks: Checks, rng: np.random.Generator, shapes: tuple[tuple[
             with DeviceBuffer.from_array(a) as da, DeviceBuffer.from_array(b) as db, poisoned((m, n)) as dc:
                 ops.matmul(dc, da, db, kernel=spec.name)
                 a64, b64 = a.astype(np.float64), b.astype(np.float64)
-                bound = spec.error_bound(k) * (np.abs(a64) @ np.abs(b64)) + 1e-30  # rawcuda/sgemm.py derives it
+                bound = spec.error_bound(k) * (np.abs(a64) @ np.abs(b64)) + 1e-30  # rawcuda/ops/sgemm.py derives it
                 checks.close(dc.to_array(), a64 @ b64, bound, f"{spec.name} {m}x{k} @ {k}x{n}")
 
 
@@ -170,7 +171,7 @@ def reductions(checks: Checks, rng: np.random.Generator, lengths: tuple[int, ...
 
 
 def reduction_steps(checks: Checks, rng: np.random.Generator, lengths: tuple[int, ...]) -> None:
-    """Every step of rawcuda.reduce_steps on small integers (exact in float32): each element added once."""
+    """Every step of rawcuda.ops.reduce_steps on small integers (exact in float32): each element added once."""
     for n in lengths:
         ints = rng.integers(-4, 5, n).astype(np.float32)
         with DeviceBuffer.from_array(ints) as x:

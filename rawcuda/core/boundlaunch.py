@@ -1,0 +1,84 @@
+"""Core: a launch checked and packed once, repeated by calling it -- ``Function.bind``'s result.
+
+For hot loops: a call compares one integer (nothing closed since), calls the driver, and records its
+stream on its buffers. Another library's arrays are read again each call: their address can move.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from rawcuda.core.closecounter import closes
+from rawcuda.core.context import SYNC_LAUNCHES
+from rawcuda.core.guards.foreignorder import order_after
+from rawcuda.core.launchcall import launch_failed, launch_kernel
+
+if TYPE_CHECKING:
+    from rawcuda.core.function import Function
+    from rawcuda.core.stream import Stream
+
+
+class BoundLaunch:
+    """A launch with its configuration and arguments checked and packed once: ``launch()`` repeats it.
+
+    Made by :meth:`Function.bind`. The arguments are kept alive by the object. If anything has been
+    closed since it was bound (a buffer, the stream), the next call re-checks everything first -- so a
+    closed buffer is a ClosedError, never a launch on freed memory.
+    """
+
+    def __init__(
+        self, fn: Function, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: int, stream: Stream | None
+    ) -> None:
+        self.function = fn
+        self._spec = (grid, block, shared_mem, stream)
+        self.args = args
+        self._bind()
+
+    def _bind(self) -> None:
+        fn = self.function
+        grid, block, shared_mem, stream = self._spec
+        prepared = fn.prepare(grid, block, shared_mem, stream)
+        packed = fn.pack(self.args)
+        self._call = (*prepared, packed.array, None)  # every driver argument, as ctypes objects
+        self._packed = packed  # keeps the slots the array points into alive
+        self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
+        self._generation = closes.generation
+        self._target = fn.legacy if stream is None else stream  # where its buffers' work is pending
+
+    def __call__(self) -> None:
+        if self._generation != closes.generation:
+            self._bind()
+        elif self._reread:  # a foreign array: its address and stream are read again at every launch
+            packed = self._packed = self.function.pack(self.args)  # (the configuration stays as prepared)
+            self._call = (*self._call[:-2], packed.array, None)
+        fn = self.function
+        ctx = fn.context
+        if ctx.unusable is not None:
+            ctx.check_usable()
+        if self._packed.waits:  # (only a foreign array's pack has any: a reread one)
+            ctx.activate()
+            order_after(self._packed.waits, self._spec[3], ctx)
+        rc = launch_kernel.call(*self._call)
+        if rc:
+            launch_failed(rc, ctx, self._call)
+        ctx.last_launch_ref = fn.ref
+        fn.last_prepared = self._call
+        pending, target = self._packed.pending, self._target
+        if pending and target.capturing is None:  # as in Function.launch
+            for memory in pending:
+                if memory.last() is not target:
+                    memory.record(target)
+        if SYNC_LAUNCHES:
+            ctx.synchronize()
+
+    def update(self, *args: Any) -> None:
+        """New arguments for the same configuration (checked and packed now). If they are refused, the
+        launch keeps its old arguments -- and keeps them alive: a refused update must never leave a packed
+        block pointing at buffers nobody holds any more."""
+        old = self.args
+        self.args = args
+        try:
+            self._bind()
+        except BaseException:
+            self.args = old
+            raise

@@ -1,0 +1,29 @@
+"""Core: the order in which a closing context closes what it still owns -- each before what it uses.
+
+Why a table? Closing a stream waits for its queued work, which may still read events and memory; a graph's
+nodes name kernels and buffers; an executable graph uses the graph it was made from. If each class chose
+its own place, two of them would sooner or later get it slightly wrong. So every child class names its row
+here (``close_order = CloseOrder.STREAM``), and :meth:`rawcuda.core.context.Context.close` sorts by it.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+
+
+class CloseOrder(IntEnum):
+    """The order in which :meth:`Context.close` closes what it still owns: each before what it uses.
+
+    One table, so that no class has to know another's place. Every child class names its row
+    (``close_order = CloseOrder.STREAM``); lower closes first.
+    """
+
+    EXECUTABLE_GRAPH = 1  # uses the graph it was instantiated from
+    GRAPH = 2  # its nodes refer to kernels (modules) and buffers
+    MODULE = 3  # launches in flight were synchronized by Context.close() before anything closes
+    OTHER = 4  # a child that names no row
+    STREAM = 5  # closing waits for its queued work, which may still read events and memory
+    EVENT = 6
+    DEVICE_MEMORY = 7  # buffers, and views of them (which own nothing)
+    GROWABLE_MEMORY = 8  # after the DeviceBuffer views it handed out
+    HOST_MEMORY = 9  # last: async copies from pinned memory have drained with their streams

@@ -1,0 +1,398 @@
+"""Core: device memory that knows its shape and dtype -- cust's ``DeviceBuffer<T>``, checked at run time.
+
+Rust checks element types at compile time; Python checks them here, before any byte moves: a copy
+between a ``float32`` buffer and a ``float64`` array is a ``TypeError``, a copy of the wrong size a
+``ValueError`` naming both shapes. Nothing is ever silently converted.
+
+Two ways to move data, and why:
+
+* **without a stream** (``buf.copy_from(a)``, ``buf.to_array()``): fully synchronous. rawcuda waits for
+  *all* work in the context before and after the copy, so it cannot race a kernel on any stream -- not
+  even a NON_BLOCKING one, which a plain cuMemcpy on the legacy stream would race. Simple and always
+  right; costs a few microseconds of synchronization.
+* **on a stream** (``buf.copy_from(a, stream=s)``): ordered with the other work on ``s`` only, and the
+  host array is kept alive until the copy has happened. Overlaps with other streams only when the host
+  memory is pinned (:class:`~rawcuda.core.pinned.PinnedBuffer`); from pageable memory the driver stages it
+  and the call returns once the data is safe.
+
+``__cuda_array_interface__`` (version 3) lets torch, CuPy and numba use a buffer without copying. Its
+``stream`` is the consumer's to wait for, so it must name the stream whose work on this *memory* may still
+be pending -- whichever view or slice that work went through: every view shares its base's
+:class:`PendingStream`. A closed stream has finished its work (close() waits), so it is reported as None.
+Other libraries' arrays passed to rawcuda are the other direction: :mod:`rawcuda.protocols.cai`.
+
+DLPack (``__dlpack__``, ``torch.from_dlpack(buf)``) adds what the interface lacks, a deleter: the consumer
+says when it is done, so an export *lends* the memory (rawcuda.protocols.loans) and ``close()`` frees it only after the
+last loan ends; rawcuda.protocols.dlpack has the protocol. The way in -- wrapping another library's array without a
+copy -- is ``rawcuda.adopt`` (rawcuda.extras.foreign); ``from_array`` always copies, and only from host memory.
+"""
+
+from __future__ import annotations
+
+import math
+import weakref
+from ctypes import byref, c_uint64
+from typing import Any
+
+import numpy as np
+
+from rawcuda.checked import cu
+from rawcuda.core.guards.pending import PendingStream
+from rawcuda.protocols.dlpack import Exportable, is_device_array, sweep
+from rawcuda.protocols.loans import Loan, Loans
+
+from .closeorder import CloseOrder
+from .context import Context, resolve
+from .elements import exact_element, normalize_dtype, normalize_shape
+from .pinned import PinnedBuffer
+from .resource import Resource
+from .stream import Stream, stream_handle
+
+#: Element size -> (synchronous memset, the same on a stream, the unsigned type of that size): written out,
+#: so that every driver function a buffer calls is named here.
+_MEMSET_BY_SIZE = {
+    1: ("cuMemsetD8", "cuMemsetD8Async", np.uint8),
+    2: ("cuMemsetD16", "cuMemsetD16Async", np.uint16),
+    4: ("cuMemsetD32", "cuMemsetD32Async", np.uint32),
+}
+_CAI_VERSION = 3
+
+
+def _free(ptr: int) -> None:
+    cu.cuMemFree(ptr)
+
+
+class DeviceBuffer(Resource, Exportable):
+    """An n-dimensional, C-contiguous array in device memory."""
+
+    close_order = CloseOrder.DEVICE_MEMORY
+
+    def __init__(self, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None) -> None:
+        ctx = resolve(context)
+        self.shape = normalize_shape(shape)
+        self.dtype = normalize_dtype(dtype)
+        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        ptr = self._allocate(ctx, self.nbytes)
+        super().__init__(ctx)
+        self._ptr = ptr
+        self._base: DeviceBuffer | None = None
+        # Weak: a view holds its base (the memory must outlive it), so a base holding its views strongly
+        # would make a cycle, and the memory would wait for the cyclic GC (or, with gc.disable(), forever).
+        self._views: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
+        self.pending = PendingStream()  # shared with every view (see PendingStream)
+        self.loans = Loans()  # the exports of this memory still held outside (views lend their base's)
+        if ptr:
+            self._take_ownership(ptr)
+
+    def _allocate(self, ctx: Context, nbytes: int) -> int:
+        if nbytes == 0:
+            return 0  # an empty buffer owns no memory (cuMemAlloc refuses 0 bytes)
+        ctx.activate()
+        ptr = c_uint64()
+        cu.cuMemAlloc(byref(ptr), nbytes)
+        return ptr.value
+
+    def _take_ownership(self, ptr: int) -> None:
+        self._own(_free, ptr)
+
+    # --- constructors ------------------------------------------------------------------------------------
+    @classmethod
+    def empty(cls, shape: int | tuple[int, ...], dtype: Any = np.float32, context: Context | None = None) -> Any:
+        """Uninitialized memory (whatever the last owner left there)."""
+        return cls(shape, dtype, context)
+
+    @classmethod
+    def zeros(
+        cls,
+        shape: int | tuple[int, ...],
+        dtype: Any = np.float32,
+        context: Context | None = None,
+        stream: Stream | None = None,
+    ) -> Any:
+        buf = cls(shape, dtype, context)
+        buf.memset(0, stream=stream)
+        return buf
+
+    @classmethod
+    def from_array(cls, array: Any, context: Context | None = None, stream: Stream | None = None) -> Any:
+        """A new buffer with the shape, dtype and contents of a host array (a copy, always)."""
+        if not isinstance(array, np.ndarray) and is_device_array(array):
+            raise TypeError(
+                f"from_array copies host arrays, and this {type(array).__name__} is GPU memory: "
+                "rawcuda.adopt(x) wraps it as a buffer without a copy; for a copy of your own, "
+                "DeviceBuffer.empty(shape, dtype) then .copy_from(rawcuda.adopt(x))"
+            )
+        host = np.asarray(array)
+        buf = cls(host.shape, host.dtype, context)
+        buf.copy_from(host, stream=stream)
+        return buf
+
+    # --- what it is --------------------------------------------------------------------------------------
+    @property
+    def ptr(self) -> int:
+        """The CUdeviceptr (an integer address; 0 for an empty buffer)."""
+        if self._closed:
+            self.check_open()
+        return self._ptr
+
+    @property
+    def size(self) -> int:
+        return math.prod(self.shape)
+
+    @property
+    def ndim(self) -> int:
+        return len(self.shape)
+
+    @property
+    def itemsize(self) -> int:
+        return self.dtype.itemsize
+
+    def __len__(self) -> int:
+        if not self.shape:
+            raise TypeError("len() of a 0-d buffer")
+        return self.shape[0]
+
+    def __repr__(self) -> str:
+        kind = "view" if self._base is not None else type(self).__name__
+        state = " closed" if self._closed else ""
+        return f"<{kind} {self.shape} {self.dtype} at {self._ptr:#x}{state}>"
+
+    # --- views -------------------------------------------------------------------------------------------
+    def view(self, offset: int = 0, shape: int | tuple[int, ...] | None = None, dtype: Any = None) -> DeviceBuffer:
+        """A buffer sharing this memory from element ``offset`` on (the owner keeps the memory)."""
+        self.check_open()
+        dt = self.dtype if dtype is None else normalize_dtype(dtype)
+        start = offset * self.dtype.itemsize
+        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= start <= self.nbytes:
+            raise ValueError(f"view offset {offset!r} is outside a buffer of {self.size} elements")
+        if start % dt.itemsize:
+            raise ValueError(f"a {dt} view must start on a multiple of {dt.itemsize} bytes; byte offset {start} is not")
+        if shape is None:
+            remaining = self.nbytes - start
+            if remaining % dt.itemsize:
+                raise ValueError(
+                    f"the remaining {remaining} bytes are not a whole number of {dt} elements: pass "
+                    f"shape= to view only whole elements"
+                )
+            shape = remaining // dt.itemsize
+        dims = normalize_shape(shape)
+        nbytes = math.prod(dims) * dt.itemsize
+        if start + nbytes > self.nbytes:
+            raise ValueError(
+                f"a view of shape {dims} {dt} at element {offset} needs {start + nbytes} bytes; "
+                f"the buffer has {self.nbytes}"
+            )
+        view = DeviceBuffer.__new__(DeviceBuffer)
+        Resource.__init__(view, self.context)
+        view.shape, view.dtype, view.nbytes = dims, dt, nbytes
+        view._ptr = self._ptr + start if nbytes else 0
+        view._base = self if self._base is None else self._base
+        view._views, view.pending, view.loans = weakref.WeakSet(), self.pending, self.loans
+        view.dlpack_device_type = self.dlpack_device_type  # a view of managed memory is managed memory
+        view._base._views.add(view)
+        return view
+
+    def __getitem__(self, index: slice) -> DeviceBuffer:
+        """``buf[i:j]``: a view of rows i..j (contiguous slices of the first axis only)."""
+        if not isinstance(index, slice) or not self.shape:
+            raise TypeError(
+                "DeviceBuffer supports only contiguous slices of the first axis, e.g. buf[10:20]; "
+                "copy to the host with to_array() for anything else"
+            )
+        start, stop, step = index.indices(self.shape[0])
+        if step != 1:
+            raise ValueError("DeviceBuffer slices must be contiguous (step 1)")
+        row = math.prod(self.shape[1:])
+        return self.view(start * row, (max(stop - start, 0), *self.shape[1:]))
+
+    def close(self) -> None:
+        """Free the memory now -- or, while another library still holds an export of it (DLPack), when the last
+        one is given back. Views of it become closed too."""
+        for view in list(self._views):
+            view.close()  # a view owns nothing: this only makes later use a ClosedError
+        self._views.clear()
+        if not self._closed and self._base is None and self.loans.outstanding and self.context.usable:
+            sweep()  # capsules dropped unconsumed end their loans first
+            finalizer = self._finalizer  # None: owns nothing (empty; a ManagedBuffer's memory is its host views')
+            if finalizer is not None and finalizer.detach() is not None:
+                self.loans.release_after(self.context, *self._release)  # so super().close() releases nothing
+        super().close()
+
+    def lend(self) -> Loan:
+        """Keep this memory for an outside holder until ``loan.end()``: ``close()`` of the buffer, or of its
+        context, frees it only after every loan has ended. (rawcuda.protocols.dlpack lends for each export.)"""
+        self.check_open()
+        if self._base is not None:
+            return self._base.lend()
+        return self.loans.lend(self.context)
+
+    def dlpack_host_wait(self) -> Any:
+        """How the host waits before reading this memory itself: a view asks its base (device memory: None)."""
+        return None if self._base is None else self._base.dlpack_host_wait()
+
+    # --- copies ------------------------------------------------------------------------------------------
+    def copy_from(self, src: Any, stream: Stream | None = None) -> None:
+        """Fill this buffer from a host array (or PinnedBuffer) or another DeviceBuffer of the same shape/dtype."""
+        self.check_open()
+        if isinstance(src, DeviceBuffer):
+            self._copy_device(dst=self, src=src, stream=stream)
+            return
+        # np.require, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,) (numpy documents
+        # it), and the shape check below would then refuse a 0-d buffer's own kind of array.
+        host = np.require(_host_array(src, "copy_from"), requirements="C")
+        self._check_match(host.shape, host.dtype, "copy from")
+        self._transfer(
+            lambda s: cu.cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, self.nbytes, s),
+            lambda: cu.cuMemcpyHtoD(self._ptr, host.ctypes.data, self.nbytes),
+            stream,
+            host,
+            src.pending if isinstance(src, PinnedBuffer) else None,
+        )
+
+    def copy_to(self, dst: Any, stream: Stream | None = None) -> None:
+        """Copy this buffer into a C-contiguous, writeable host array (or PinnedBuffer) or another DeviceBuffer."""
+        self.check_open()
+        if isinstance(dst, DeviceBuffer):
+            self._copy_device(dst=dst, src=self, stream=stream)
+            return
+        host = _host_array(dst, "copy_to")
+        if not host.flags.c_contiguous or not host.flags.writeable:
+            raise ValueError("copy_to needs a C-contiguous, writeable array (np.empty(shape, dtype) is one)")
+        self._check_match(host.shape, host.dtype, "copy into")
+        self._transfer(
+            lambda s: cu.cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, self.nbytes, s),
+            lambda: cu.cuMemcpyDtoH(host.ctypes.data, self._ptr, self.nbytes),
+            stream,
+            host,
+            dst.pending if isinstance(dst, PinnedBuffer) else None,
+        )
+
+    def to_array(self, stream: Stream | None = None) -> np.ndarray:
+        """A new host array with this buffer's contents (on ``stream``: waits for that stream only)."""
+        out = np.empty(self.shape, self.dtype)
+        self.copy_to(out, stream=stream)
+        if stream is not None:
+            stream.synchronize()
+        return out
+
+    @staticmethod
+    def _copy_device(dst: DeviceBuffer, src: DeviceBuffer, stream: Stream | None) -> None:
+        src.check_open()
+        dst.check_open()
+        if src.context.raw_handle != dst.context.raw_handle:
+            raise ValueError(
+                f"{src!r} and {dst!r} belong to different contexts; copy through the host or use buffers of one context"
+            )
+        dst._check_match(src.shape, src.dtype, "copy from device buffer")
+        dst._transfer(
+            lambda s: cu.cuMemcpyDtoDAsync(dst._ptr, src._ptr, dst.nbytes, s),
+            lambda: cu.cuMemcpyDtoD(dst._ptr, src._ptr, dst.nbytes),
+            stream,
+            src,
+        )
+
+    def _check_match(self, shape: tuple[int, ...], dtype: np.dtype, action: str) -> None:
+        if dtype != self.dtype:
+            raise TypeError(
+                f"cannot {action} a {dtype} array: this buffer holds {self.dtype}; convert first "
+                f"(e.g. a.astype(np.{self.dtype.name})) -- rawcuda never converts silently"
+            )
+        if tuple(shape) != self.shape:
+            raise ValueError(
+                f"cannot {action} an array of shape {tuple(shape)}: this buffer has shape {self.shape} "
+                f"({self.nbytes} bytes); reshape one of them or make a view"
+            )
+
+    def _transfer(
+        self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any, host: PendingStream | None = None
+    ) -> None:
+        """Run a copy or memset, recording its stream as pending on this memory (and on the pinned ``host``
+        memory at the other end, whose DLPack export must wait for it too)."""
+        if self.nbytes == 0:
+            return
+        ctx = self.context
+        if stream is None:
+            # Fully synchronous: nothing still running may touch this memory, and nothing after may start early.
+            ctx.synchronize()
+            synchronous()
+            ctx.synchronize()
+            self.pending.record(None)
+            if host is not None:
+                host.record(None)
+            return
+        handle = stream_handle(stream, ctx)
+        ctx.activate()
+        on_stream(handle)
+        stream.keep_alive(keep)
+        if (
+            stream.capturing is None
+        ):  # a captured copy runs at replay, not now: as for launches (rawcuda.core.guards.pending)
+            self.pending.record(stream)
+            if host is not None:
+                host.record(stream)
+
+    # --- filling ------------------------------------------------------------------------------------------
+    def memset(self, byte: int, stream: Stream | None = None) -> None:
+        """Set every byte to ``byte`` (0..255): memset(0) zeroes any dtype."""
+        if isinstance(byte, bool) or not isinstance(byte, int) or not 0 <= byte <= np.iinfo(np.uint8).max:
+            raise ValueError(f"memset takes a byte value 0..255, got {byte!r}; use fill() for element values")
+        self.check_open()
+        self._set(1, byte, self.nbytes, stream)
+
+    def fill(self, value: Any, stream: Stream | None = None) -> None:
+        """Set every element to ``value`` (converted to this dtype; a lossy conversion is a TypeError)."""
+        self.check_open()
+        element = exact_element(value, self.dtype)
+        size = element.dtype.itemsize
+        if size in _MEMSET_BY_SIZE:
+            self._set(size, int(element.view(_MEMSET_BY_SIZE[size][2])[0]), self.size, stream)
+            return
+        halves = element.view(np.uint32)
+        if size == 2 * halves.itemsize and halves[0] == halves[1]:  # e.g. 0.0 or -1 as 8-byte values
+            self._set(halves.itemsize, int(halves[0]), self.size * 2, stream)
+            return
+        self.copy_from(np.full(self.shape, element[0], self.dtype), stream=stream)  # no memset for this pattern
+
+    def _set(self, width: int, pattern: int, count: int, stream: Stream | None) -> None:
+        """``count`` elements of ``width`` bytes set to ``pattern`` (cuMemsetD8/D16/D32, or their Async)."""
+        if count == 0:
+            return
+        sync_name, async_name, _ = _MEMSET_BY_SIZE[width]
+        sync_fn, async_fn = getattr(cu, sync_name), getattr(cu, async_name)
+        self._transfer(
+            lambda s: async_fn(self._ptr, pattern, count, s), lambda: sync_fn(self._ptr, pattern, count), stream, None
+        )
+
+    # --- sharing with torch / CuPy / numba -----------------------------------------------------------------
+    @property
+    def __cuda_array_interface__(self) -> dict[str, Any]:
+        """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
+
+        ``stream`` names a stream after which no async rawcuda operation on this memory -- through this
+        buffer or any view of it, kernel launches included -- is pending, or None when nothing is
+        (rawcuda.core.guards.pending). Graph replays are not tracked: synchronize their stream before sharing.
+        """
+        self.check_open()
+        return {
+            "shape": self.shape,
+            "typestr": self.dtype.str,
+            "descr": self.dtype.descr if self.dtype.fields else [("", self.dtype.str)],
+            "data": (self._ptr, False),
+            "strides": None,
+            "version": _CAI_VERSION,
+            "stream": self.pending.handle(),
+        }
+
+
+def _host_array(obj: Any, action: str) -> np.ndarray:
+    if isinstance(obj, np.ndarray):
+        return obj
+    array = getattr(obj, "array", None)  # PinnedBuffer / ManagedBuffer expose their host view here
+    if isinstance(array, np.ndarray):
+        return array
+    if hasattr(obj, "__cuda_array_interface__"):
+        raise TypeError(f"{action}: {type(obj).__name__} is device memory; wrap it or copy it to the host first")
+    raise TypeError(f"{action} takes a numpy array, a PinnedBuffer or a DeviceBuffer, not {type(obj).__name__}")
+
+
+__all__ = ["DeviceBuffer"]

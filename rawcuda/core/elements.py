@@ -1,0 +1,80 @@
+"""Core: what a buffer holds -- shapes, dtypes, and element values converted exactly or not at all.
+
+Every buffer (device, pinned, managed, growable) takes a shape and a dtype, and ``fill()`` takes a value.
+The checks are the same for all of them, so they live here once: a shape is non-negative integers, a dtype
+holds no Python objects, and a fill value must survive the conversion to the dtype unchanged (numpy would
+wrap 2**40 into an int32 silently; rawcuda refuses).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+
+def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
+    """``5`` -> ``(5,)``; every extent a non-negative int, else a ValueError/TypeError that says which."""
+    if isinstance(shape, int | np.integer):
+        dims: tuple[object, ...] = (shape,)
+    elif isinstance(shape, tuple | list):
+        dims = tuple(shape)
+    else:
+        raise TypeError(f"shape {shape!r}: a shape is an int or a tuple of ints, e.g. 1000 or (64, 64)")
+    for d in dims:
+        if isinstance(d, bool) or not isinstance(d, int | np.integer):
+            raise TypeError(f"shape {shape!r}: extents must be integers, got {type(d).__name__}")
+        if d < 0:
+            raise ValueError(f"shape {shape!r}: extents must be >= 0, got {d}")
+    return tuple(int(d) for d in dims)  # type: ignore[call-overload]
+
+
+def normalize_dtype(dtype: Any) -> np.dtype:
+    dt = np.dtype(dtype)
+    if dt.hasobject:
+        raise TypeError(
+            f"dtype {dt} holds Python objects, which cannot live in GPU memory: use a numeric dtype "
+            "(np.float32, np.int64 ...) or a structured dtype of numbers"
+        )
+    return dt
+
+
+def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
+    """``value`` as one element of ``dtype``, or a TypeError when that would change it.
+
+    numpy's casting rules decide by *type* (an int64 into uint8 is "unsafe" even for 255, and an int into an
+    int32 silently wraps); a fill decides by *value*: 255 fits a uint8, 2**40 does not fit an int32, 1.5 is
+    not an integer, and 1e40 becomes inf in float32. Ordinary rounding (0.1 in float32) is not a change.
+    """
+
+    def refuse(why: str) -> TypeError:
+        return TypeError(f"cannot fill a {dtype} buffer with {value!r}: {why}")
+
+    if isinstance(value, np.ndarray) and value.ndim == 0:
+        value = value[()]  # a 0-d array is a scalar in a box: judge the scalar
+
+    if dtype.kind in "iub":
+        if isinstance(value, float | np.floating) or not isinstance(value, int | np.integer | np.bool_):
+            raise refuse(f"{dtype} holds only integers; pass int(value) if you mean to truncate")
+        low, high = (0, 1) if dtype.kind == "b" else (int(np.iinfo(dtype).min), int(np.iinfo(dtype).max))
+        if not low <= int(value) <= high:
+            raise refuse(f"{dtype} holds the integers {low}..{high}; pass a value in that range")
+        return np.array([int(value)], dtype)
+    if dtype.kind in "fc":
+        if not isinstance(value, int | float | complex | np.number | np.bool_):
+            raise refuse(f"{dtype} holds numbers; pass a number")
+        if dtype.kind == "f" and isinstance(value, complex | np.complexfloating):
+            raise refuse(f"{dtype} holds real numbers; pass value.real if that is what you mean")
+        with np.errstate(over="ignore"):
+            element = np.array([value], dtype)
+        if np.isfinite(complex(value)) and not np.isfinite(element[0]):
+            limit = np.finfo(dtype).max
+            raise refuse(f"{dtype} holds finite magnitudes up to {limit:.4g}; {value!r} would become inf")
+        return element
+    try:
+        return np.asarray(value).astype(dtype, casting="same_kind").reshape(1)
+    except (TypeError, ValueError) as exc:
+        raise refuse(str(exc)) from None
+
+
+__all__ = ["exact_element", "normalize_dtype", "normalize_shape"]

@@ -1,0 +1,318 @@
+"""Core: a kernel -- its attributes, its occupancy, and launching it with checked arguments.
+
+Three ways to launch, from the most forgiving to the fastest:
+
+* ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks the configuration once per (grid, block,
+  shared_mem, stream), and the arguments whenever they are not the very same objects as in the previous launch.
+  Close to the host cost of a bare ctypes launch (bench/results/).
+* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable; ``launch()``
+  confirms that nothing was closed since, calls the driver and records its stream on its buffers -- for hot
+  loops. (Another library's arrays and GrowableBuffers are read again at each call: their address can move.)
+* a CUDA graph (:mod:`rawcuda.graphs.graph`) replays many launches with one call.
+
+Every path calls the same table row, ``cuLaunchKernelEx``, through an argtypes-free binding. Why the Ex form and
+not ``cuLaunchKernel``? Both end in the same driver code, but ``cuLaunchKernel`` takes 11 arguments and ctypes
+converts each one on every call; ``cuLaunchKernelEx`` takes 4 -- a pointer to a ``CUlaunchConfig`` (grid, block,
+shared memory, stream), the function, ``kernelParams`` and ``extra`` -- and the config is a struct built once per
+configuration. Measured on the H200 that is 17 % less host time per launch, which is most of the distance between
+ctypes and C (bench/results/, "launch floor"). The whole path, step by step, is in docs/architecture.md ("The
+launch path").
+
+A launch returns before the kernel runs, so the first two record their stream (None: the legacy one) on every
+rawcuda buffer passed (:mod:`rawcuda.core.guards.pending`), for DLPack and CUDA Array Interface consumers to wait
+on. Graphs do not.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from ctypes import byref, c_int, c_void_p
+from typing import TYPE_CHECKING, Any
+
+from rawcuda.checked import cu
+from rawcuda.checked.errors import ClosedError
+from rawcuda.core.guards.foreignorder import order_after
+from rawcuda.core.guards.pending import legacy_stream
+from rawcuda.ffi.attributes import DeviceAttribute as A
+from rawcuda.ffi.attributes import FunctionAttribute
+
+from .boundlaunch import BoundLaunch
+from .closecounter import closes
+from .context import SYNC_LAUNCHES
+from .kernelargs import EMPTY_PACK, ArgPacker, Packed
+from .launchcall import launch_failed, launch_kernel
+from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
+from .paramspec import POINTER_SIZE, ParamSpec
+from .stream import Stream, stream_handle
+
+# Shared memory a block may use without an opt-in. The driver's default MAX_DYNAMIC_SHARED_SIZE_BYTES is this minus
+# the kernel's *static* shared memory (measured on the H200: 8 KiB static + 41 KiB dynamic failed with
+# CUDA_ERROR_INVALID_VALUE until the kernel opted in), so the opt-in is needed above 48 KiB in all.
+DEFAULT_SHARED_LIMIT = 48 * 1024
+POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
+_MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
+
+
+if TYPE_CHECKING:
+    from .module import Module
+
+
+class Function:
+    """A kernel of a Module. ``fn.launch(grid, block, *args, shared_mem=0, stream=None)``."""
+
+    def __init__(self, module: Module, name: str, handle: int, specs: list[ParamSpec]) -> None:
+        self.module = module
+        self.context = module.context
+        self.name = name
+        self._handle = handle
+        self.params = tuple(specs)
+        self._configs: dict[tuple[Any, Any, int], LaunchConfig] = {}  # validated configurations
+        self._prepared: dict[tuple[Any, ...], tuple[Any, ...]] = {}  # ... and their ctypes driver arguments
+        self._generation = closes.generation
+        self._limit_cache: dict[str, Any] | None = None
+        self._packer = ArgPacker(name, self.params, module.context)
+        self._packed = EMPTY_PACK  # the latest packed arguments (see ArgPacker)
+        self._dynamic_shared_limit: int | None = None  # the dynamic bytes launches may use now (48 KiB - static)
+        # The driver arguments of the last launch (ctypes values, no Python objects: the stream is not held).
+        self.last_prepared: tuple[Any, ...] = ()
+        self.ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
+        self.legacy = legacy_stream(self.context)  # what a launch on no stream records (rawcuda.core.guards.pending)
+
+    @property
+    def last_config(self) -> tuple[Any, ...]:
+        """(grid, block, shared_mem, stream handle) of the last launch, as the driver was given them."""
+        return config_summary(self.last_prepared)
+
+    @property
+    def closed(self) -> bool:
+        """True once its module is closed (a kernel lives exactly as long as the module it is in)."""
+        return self.module.closed
+
+    def check_open(self) -> None:
+        """Raise ClosedError when the module was closed."""
+        if self.module.closed:
+            raise ClosedError(
+                f"kernel {self.name!r} belongs to {self.module!r}, which is closed: load the module "
+                "again (Module(...).function(name)) to launch it"
+            )
+
+    @property
+    def handle(self) -> int:
+        self.check_open()
+        return self._handle
+
+    # --- attributes and occupancy -------------------------------------------------------------------------
+    def attribute(self, which: FunctionAttribute) -> int:
+        self.check_open()
+        self.context.activate()
+        value = c_int()
+        cu.cuFuncGetAttribute(byref(value), int(which), self._handle)
+        return value.value
+
+    def set_attribute(self, which: FunctionAttribute, value: int) -> None:
+        self.check_open()
+        self.context.activate()
+        cu.cuFuncSetAttribute(self._handle, int(which), value)
+
+    @property
+    def num_regs(self) -> int:
+        return self.attribute(FunctionAttribute.NUM_REGS)
+
+    @property
+    def max_threads_per_block(self) -> int:
+        """The largest block this kernel can launch with (registers and __launch_bounds__ permitting)."""
+        return self.attribute(FunctionAttribute.MAX_THREADS_PER_BLOCK)
+
+    @property
+    def shared_size_bytes(self) -> int:
+        return self.attribute(FunctionAttribute.SHARED_SIZE_BYTES)
+
+    @property
+    def local_size_bytes(self) -> int:
+        return self.attribute(FunctionAttribute.LOCAL_SIZE_BYTES)
+
+    def max_active_blocks_per_sm(self, block_size: int, shared_mem: int = 0) -> int:
+        """Occupancy: how many blocks of this size fit on one multiprocessor at once."""
+        self.check_open()
+        self.context.activate()
+        blocks = c_int()
+        cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(byref(blocks), self._handle, block_size, shared_mem)
+        return blocks.value
+
+    # --- launching -----------------------------------------------------------------------------------------
+    def launch(
+        self,
+        grid: int | tuple[int, ...],
+        block: int | tuple[int, ...],
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> None:
+        """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs.
+
+        The first launch with a given (grid, block, shared_mem, stream) validates the configuration and builds
+        every driver argument as a ctypes object; the first launch with given arguments checks and packs them.
+        After that a launch is: one dict lookup, one identity check of the arguments, one cuLaunchKernelEx
+        through an argtypes-free binding of the table row -- close to a bare ctypes call -- and a check per
+        buffer that its memory already records this stream. Launching one Function from several threads at
+        once is safe (packed blocks are never rewritten).
+        """
+        # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for good)
+        # would keep every stream ever used alive, and the host arrays it holds for pending copies. An id is safe
+        # because a stream's death moves closes.generation (stream.py), which empties this cache.
+        generation = closes.generation
+        packed = self._packed
+        try:
+            prepared = self._prepared[grid, block, shared_mem, id(stream)]
+        except (KeyError, TypeError):  # not cached yet, or a grid given as a list (unhashable): the slow path
+            prepared = None
+        if prepared is None or self._generation != generation:
+            prepared = self.prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
+            packed = self._packed
+        # The pack's own generation too, although _prepare drops the pack whenever it sees closes.generation move:
+        # another thread may have read the old pack before that drop, or packed while a close ran.
+        if packed.generation != generation or not packed.same(args, packed.key):
+            packed = self._repack(args, stream)
+        ctx = self.context
+        if ctx.unusable is not None:  # the attribute, not check_usable(): one method call is 1-2 % of a launch
+            ctx.check_usable()  # no activate(): rawcuda.core.guards.current says why a launch need not ask
+        rc = launch_kernel.call(*prepared, packed.array, None)
+        if rc:
+            launch_failed(rc, ctx, (*prepared, packed.array, None))
+        ctx.last_launch_ref = self.ref  # named in the error if a sticky fault ever poisons the context
+        self.last_prepared = prepared
+        if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
+            target = self.legacy if stream is None else stream
+            if (
+                target.capturing is None
+            ):  # a captured launch runs at replay, not now: rawcuda.core.guards.pending says why
+                for memory in packed.pending:
+                    if memory.last() is not target:  # the same stream again costs this one call per buffer
+                        memory.record(target)
+        if SYNC_LAUNCHES:
+            ctx.synchronize()
+
+    def _repack(self, args: tuple[Any, ...], stream: Stream | None) -> Packed:
+        """Check and pack new arguments; another library's arrays also make the stream wait for theirs."""
+        packed = self._packed = self._packer.pack(args)
+        if packed.waits:  # never reused (its `same` is always false), so this runs before every such launch
+            self.context.activate()
+            order_after(packed.waits, stream, self.context)
+        return packed
+
+    def bind(
+        self,
+        grid: int | tuple[int, ...],
+        block: int | tuple[int, ...],
+        *args: Any,
+        shared_mem: int = 0,
+        stream: Stream | None = None,
+    ) -> BoundLaunch:
+        """Check and pack a launch once; calling the result repeats it at close to bare-driver cost."""
+        self.check_open()
+        return BoundLaunch(self, grid, block, args, shared_mem, stream)
+
+    def pack(self, args: tuple[Any, ...]) -> Packed:
+        """Check ``args`` against the kernel's signature and build a new ``kernelParams`` array for them."""
+        return self._packer.pack(args)
+
+    def declare_read_only(self, *indices: int) -> Function:
+        """Say that the kernel only reads through these pointer parameters (0-based), so that another library's
+        read-only array (``__cuda_array_interface__`` data[1] = True) may be passed there. Why must you say it?
+        ``const`` is not part of a kernel's PTX signature: nothing else can tell. Returns the function."""
+        specs = list(self.params)
+        for index in indices:
+            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(specs):
+                raise IndexError(f"{self.name!r} has parameters 0..{len(specs) - 1}; {index!r} is not one of them")
+            if specs[index].size != POINTER_SIZE or specs[index].kind not in POINTER_KINDS:
+                raise ValueError(f"parameter {index} of {self.name!r} ({specs[index].ptx_type}) is not a pointer")
+            specs[index] = dataclasses.replace(specs[index], read_only=True)
+        self.params = tuple(specs)
+        self._packer = ArgPacker(self.name, self.params, self.context)
+        self._packed = EMPTY_PACK
+        return self
+
+    def prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
+        """Validate once, then build the driver arguments before kernelParams: ``(&config, function)``.
+
+        The ``CUlaunchConfig`` is new for every configuration and never written again, so a launch running in
+        another thread (ctypes releases the GIL during the call) can never see it change; ``byref`` keeps it
+        alive for as long as the tuple is cached."""
+        self.check_open()
+        if self._generation != closes.generation:
+            # Something was closed: a cached stream handle might be stale, and a packed buffer freed.
+            self._prepared.clear()
+            self._packed = EMPTY_PACK
+            self._generation = closes.generation
+        config = self.configure(grid, block, shared_mem)
+        h_stream = stream_handle(stream, self.context)
+        prepared = (byref(launch_config(config, h_stream)), c_void_p(self._handle))
+        if len(self._prepared) < _MAX_CONFIGS:
+            self._prepared[(hashable(grid), hashable(block), shared_mem, id(stream))] = prepared
+        return prepared
+
+    def configure(self, grid: Any, block: Any, shared_mem: int = 0) -> LaunchConfig:
+        """Check a launch configuration against the device and the kernel (remembered once checked)."""
+        key = (hashable(grid), hashable(block), shared_mem)
+        try:
+            config = self._configs.get(key)
+        except TypeError:  # something unhashable: not a valid configuration, as the checks below will say
+            config = None
+        if config is not None:
+            return config
+        g, b = dims("grid", grid), dims("block", block)
+        limits = self._limits()
+        for axis, n in enumerate(b):
+            if n > limits["block"][axis]:
+                raise ValueError(
+                    f"block dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['block'][axis]}"
+                )
+        threads = b[0] * b[1] * b[2]
+        if threads > limits["threads"]:
+            raise ValueError(
+                f"a block of {b} = {threads} threads is too large for {self.name!r}: at most "
+                f"{limits['threads']} (the device allows 1024; registers or __launch_bounds__ may "
+                "lower it)"
+            )
+        for axis, n in enumerate(g):
+            if n > limits["grid"][axis]:
+                raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
+        self._configure_shared(shared_mem, limits)
+        config: LaunchConfig = (*g, *b, int(shared_mem))
+        if len(self._configs) < _MAX_CONFIGS:
+            self._configs[key] = config
+        return config
+
+    def _limits(self) -> dict[str, Any]:
+        if self._limit_cache is None:
+            dev = self.context.device
+            self._limit_cache = {
+                "block": [dev.attribute(a) for a in (A.MAX_BLOCK_DIM_X, A.MAX_BLOCK_DIM_Y, A.MAX_BLOCK_DIM_Z)],
+                "grid": [dev.attribute(a) for a in (A.MAX_GRID_DIM_X, A.MAX_GRID_DIM_Y, A.MAX_GRID_DIM_Z)],
+                "threads": self.max_threads_per_block,
+                "static_shared": self.shared_size_bytes,
+                "optin_shared": dev.max_shared_memory_per_block_optin,
+            }
+        return self._limit_cache
+
+    def _configure_shared(self, shared_mem: int, limits: dict[str, Any]) -> None:
+        if integral(shared_mem) is None or shared_mem < 0:
+            raise ValueError(f"shared_mem must be a byte count >= 0, got {shared_mem!r}")
+        shared_mem = int(shared_mem)
+        static, optin = limits["static_shared"], limits["optin_shared"]
+        if static + shared_mem > optin:
+            raise ValueError(
+                f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
+                f"{optin} bytes a block can have on this device"
+            )
+        if self._dynamic_shared_limit is None:
+            self._dynamic_shared_limit = max(DEFAULT_SHARED_LIMIT - static, 0)
+        if shared_mem > self._dynamic_shared_limit:
+            # Above 48 KiB in all a kernel must opt in: raise its limit once, then launches may use up to it.
+            self.set_attribute(FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
+            self._dynamic_shared_limit = shared_mem
+
+    def __repr__(self) -> str:
+        sig = ", ".join(s.ptx_type for s in self.params)
+        return f"<Function {self.name}({sig}) of {self.module.name!r}{' closed' if self.closed else ''}>"

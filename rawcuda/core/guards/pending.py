@@ -1,0 +1,348 @@
+"""Core guard: which stream a buffer's ``__cuda_array_interface__`` names -- the producer's side of the interface.
+
+Version 3 of the CUDA Array Interface lets the producer name a ``stream``: the consumer (torch, CuPy,
+numba) orders its work after it, so that it never reads memory an async copy or a kernel is still writing.
+The stream to name is the one whose work on this *memory* may still be pending, whichever buffer object the
+work went through -- so a :class:`PendingStream` belongs to the memory: a buffer and all its views share one,
+and a GrowableBuffer shares its own with every view it hands out. The consumer's side is :mod:`rawcuda.protocols.cai`.
+
+What records there: async copies and memsets (``stream=s``), and kernel launches (``Function.launch``,
+``BoundLaunch``, so ``rawcuda.ops`` too) on every rawcuda buffer passed as an argument. A launch on no stream
+runs on the *legacy* default stream, which is asynchronous as well: it records that context's
+:class:`LegacyStream` (a synchronous copy, by contrast, records None: it waited for everything). Not recorded:
+
+* a launch being captured (``with rawcuda.capture(s)``): it does not run now, but at each replay; and an event
+  recorded on the capturing stream later, to order a consumer after it, would itself be captured -- pulling
+  the consumer's stream into the graph instead of ordering it;
+* graph replays (``GraphExec.launch``), and kernels given a bare address (an int) instead of the buffer.
+
+DLPack turns the direction round: the consumer names *its* stream in ``__dlpack__(stream=...)``, and the
+producer must make that stream safe (:meth:`PendingStream.order_before`), or -- for a consumer on the host --
+wait itself (:meth:`PendingStream.synchronize`).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import weakref
+from ctypes import byref, c_void_p
+from typing import Any
+
+from rawcuda.checked import cu
+from rawcuda.checked.errors import ClosedError
+from rawcuda.core.closecounter import closes
+from rawcuda.core.context import Context
+from rawcuda.core.stream import Stream, release_deferred
+from rawcuda.ffi.constants import DEFAULT_STREAMS, LEGACY_STREAM_HANDLES, STREAM_LEGACY, EventFlag, EventWaitFlag
+
+from .capturedeferral import capture_deferral
+from .current import peek_current
+
+#: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
+LEGACY_HANDLE = 0
+_CACHE_KEY = __name__  # this module's entry in Context.cache: the context's LegacyStream
+
+
+class LegacyStream:
+    """The legacy default stream (CUstream 0) of one context, as a :class:`PendingStream` records it: what
+    ``stream=None`` launches on. It offers what a PendingStream reads of a :class:`Stream` -- ``handle``,
+    ``context``, ``closed``, ``capturing``, ``synchronize()`` -- and there is one per Context object
+    (:func:`legacy_stream`), so that "the same stream again" is an identity check.
+
+    It holds its context *weakly*: the context's ``cache`` holds it, and a strong reference back would be a
+    cycle that keeps a dropped context for the cyclic GC. Its work ends when the context closes (close()
+    synchronizes), so it is ``closed`` then, as a closed Stream is.
+    """
+
+    __slots__ = ("__weakref__", "_context")
+    handle = LEGACY_HANDLE
+    capturing = None  # the legacy stream is never captured (rawcuda.capture and the driver refuse it)
+
+    def __init__(self, context: Context) -> None:
+        self._context = weakref.ref(context)
+
+    @property
+    def context(self) -> Context:
+        ctx = self._context()
+        if ctx is None:
+            raise ClosedError("the context of this legacy default stream is gone (its work ended with it)")
+        return ctx
+
+    @property
+    def closed(self) -> bool:
+        ctx = self._context()
+        return ctx is None or ctx.closed
+
+    def synchronize(self) -> None:
+        """Block this thread until everything queued on the context's legacy stream has finished."""
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work", self.context.raw_handle)
+        self.context.activate()
+        cu.cuStreamSynchronize(LEGACY_HANDLE)
+
+    def __repr__(self) -> str:
+        return f"<LegacyStream of {self._context()!r}>"
+
+
+def legacy_stream(context: Context) -> LegacyStream:
+    """The :class:`LegacyStream` of ``context`` (made once, kept in its ``cache``)."""
+    marker = context.cache.get(_CACHE_KEY)
+    if marker is None:
+        marker = context.cache.setdefault(_CACHE_KEY, LegacyStream(context))
+    return marker
+
+
+def _nothing() -> None:
+    """What :attr:`PendingStream.last` is while nothing is pending: a call that names no stream."""
+    return None
+
+
+class PendingStream:
+    """The streams of asynchronous rawcuda operations still possibly pending on some memory, shared by the
+    buffer and every view of it; a synchronous operation, which waits for everything, clears them.
+
+    Streams are held *weakly*: a stream that is collected has finished its work first (its finalizer waits,
+    like close()), and a strong reference would make a cycle through a stream that holds a buffer for a
+    pending copy. Two views written on two streams leave two streams pending, but the interface names one:
+    exporting makes the last stream wait (cuStreamWaitEvent) for the others, so it stands for all of them.
+
+    ``last`` is the weak reference to the stream recorded last (a call answering None when nothing is
+    pending). A launch compares ``last() is stream`` before calling :meth:`record`: the same stream again -- a
+    loop of launches -- is the common case, and costs one call of a weak reference per buffer, no lock. A
+    stream recorded before, but not last (two streams taking turns), costs a move to the end of a small dict.
+
+    Threads: a launch on one thread may record while another exports or waits. The record changes under a
+    lock, never held across a driver call: a waiter (:meth:`handle`, :meth:`order_before`,
+    :meth:`synchronize`) takes a snapshot, waits outside the lock, then forgets only the entries it waited
+    for *and that nobody recorded again since* (each record numbers its entry). While a waiter runs, ``last``
+    answers None, so a launch meanwhile takes the locked path and renumbers its entry -- the lock-free check
+    can never skip a record that a waiter is about to forget.
+
+    Capture: a pending stream that is now capturing into a graph cannot be waited for or joined -- an event
+    recorded there, or a synchronize, would be captured or invalidate the capture -- so exporting then raises
+    BufferError (export after the capture ends).
+
+    Collected during a capture: a stream garbage-collected *while a capture is open* (on any stream) has its
+    release -- which waits for its work -- deferred to the end of the capture (``resource.CaptureDeferral``),
+    and its weak entry here is dead while its work may still run. So each entry keeps the stream's handle,
+    and a dead one whose release is still deferred (:func:`rawcuda.core.stream.release_deferred`) makes exporting
+    raise BufferError until the capture ends -- not wait: no Stream is left to wait on, and the handle is the
+    deferral's to destroy at any moment.
+    """
+
+    __slots__ = ("_entries", "_lock", "_number", "_swept", "_waiters", "last")
+
+    def __init__(self) -> None:
+        # id(stream) -> (weak reference, the number of its latest record, its handle); insertion order is recording
+        # order. A collected stream whose release waits for a capture keeps its entry, keyed by _collected_key.
+        self._entries: dict[Any, tuple[weakref.ref[Any], int, int]] = {}
+        # Re-entrant: an allocation under the lock may run the GC, and a finalizer there may touch this record.
+        self._lock = threading.RLock()
+        self._number = 0  # counts records: an entry renumbered since a waiter's snapshot is kept by it
+        self._waiters = 0  # waiters between their snapshot and their forget: ``last`` stays None meanwhile
+        self._swept = closes.generation  # the close count when finished entries were last forgotten
+        self.last: Any = _nothing
+
+    @property
+    def streams(self) -> list[weakref.ref[Any]]:
+        """The weak references recorded, oldest first (a copy)."""
+        with self._lock:
+            return [entry[0] for entry in self._entries.values()]
+
+    def record(self, stream: Stream | LegacyStream | None) -> None:
+        """After an operation queued on ``stream`` (None: a synchronous one, after which nothing is pending)."""
+        if stream is None:
+            with self._lock:
+                self.last = _nothing
+                self._entries.clear()
+            return
+        if self.last() is stream:  # only ever a stream whose entry no waiter is about to forget (see the class)
+            return
+        key = id(stream)
+        with self._lock:
+            entry = self._entries.get(key)
+            if entry is not None and entry[0]() is stream:
+                ref, handle = entry[0], entry[2]
+            else:  # new (or a dead stream's id reused)
+                try:
+                    handle = stream.handle
+                except ClosedError:  # closed by another thread since the launch: close() waited for its work
+                    return  # (and the entry under its id, a dead stream's maybe, stays as it was)
+                ref = weakref.ref(stream)
+                if entry is not None and _still_running(entry):  # the dead one's id, now the new stream's
+                    self._entries[_collected_key(entry)] = entry
+            self._number += 1
+            self._entries.pop(key, None)  # moved to the end when it was there: ``last`` is then this one
+            # Forget finished streams when one may have finished -- a stream's close or death moves the close
+            # count -- so the record stays as small as the streams still open (never walked on the fast path).
+            if self._swept != closes.generation:
+                self._swept = closes.generation
+                for old, old_entry in list(self._entries.items()):
+                    if _finished(old_entry):
+                        del self._entries[old]
+            self._entries[key] = (ref, self._number, handle)
+            if not self._waiters:
+                self.last = ref
+
+    def _begin(self) -> list[tuple[Any, int, Any]]:
+        """A waiter's snapshot: (key, number, stream) of each stream still open, strongly held for the caller."""
+        with self._lock:
+            self._waiters += 1
+            self.last = _nothing  # from now, a launch records under the lock (renumbering what it records)
+            live: list[tuple[Any, int, Any]] = []
+            for key, entry in list(self._entries.items()):
+                if (s := entry[0]()) is not None and not s.closed:
+                    live.append((key, entry[1], s))
+                elif s is None and _still_running(entry):
+                    live.append((key, entry[1], _Collected(entry[2])))  # _refuse_capturing refuses it
+                else:
+                    del self._entries[key]
+            return live
+
+    def _end(self, waited: list[tuple[Any, int, Any]]) -> None:
+        """Forget the entries waited for, unless recorded again since the snapshot; then ``last`` again."""
+        with self._lock:
+            for key, number, _ in waited:
+                entry = self._entries.get(key)
+                if entry is not None and entry[1] == number:
+                    del self._entries[key]
+            self._waiters -= 1
+            if not self._waiters and self._entries:
+                self.last = next(reversed(self._entries.values()))[0]
+
+    def handle(self) -> int | None:
+        """The CAI ``stream`` value: one stream after which nothing on this memory is pending, or None."""
+        live = self._begin()
+        waited: list[tuple[Any, int, Any]] = []
+        try:
+            _refuse_capturing(live)
+            while live:
+                last = live[-1][2]
+                try:
+                    if last.handle == LEGACY_HANDLE and not last.context.is_primary:
+                        # 1 would name the legacy stream of the *consumer's* current context -- the primary one,
+                        # for torch and CuPy -- not this created context's: the host waits for it instead.
+                        last.synchronize()
+                        waited.append(live.pop())
+                        continue
+                    for _, _, other in live[:-1]:
+                        _join(last, other)
+                    waited.extend(live[:-1])
+                    return last.handle or STREAM_LEGACY  # 0 is forbidden in the interface (ambiguous)
+                except ClosedError:  # closed by another thread meanwhile: its work is done, ask the rest
+                    closed = [item for item in live if item[2].closed]
+                    if not closed:
+                        raise
+                    waited.extend(closed)
+                    live = [item for item in live if not item[2].closed]
+            return None
+        finally:
+            self._end(waited)
+
+    def order_before(self, consumer: int) -> None:
+        """Make the consumer's stream wait (on the GPU) for everything pending on this memory: ``consumer`` is a
+        CUstream, or 1 / 2 for the legacy / per-thread default stream.
+
+        The default streams are per context, and a consumer means those of the context current on *its* side:
+        the primary one, for torch and CuPy. Work pending on a stream of another (created) context cannot be
+        ordered before a stream named that way -- the same number would name a stream the consumer never
+        uses -- so the host waits for that stream instead.
+        """
+        live = self._begin()
+        waited: list[tuple[Any, int, Any]] = []
+        try:
+            _refuse_capturing(live)
+            for item in live:
+                stream = item[2]
+                try:
+                    if consumer in DEFAULT_STREAMS and not stream.context.is_primary:
+                        stream.synchronize()  # kept in the record all the same, as a GPU-side wait leaves it
+                        continue
+                    stream.context.activate()  # the event goes in the stream's context; 0, 1, 2 name its defaults
+                    producer = stream.handle
+                    if producer != consumer and not (producer == LEGACY_HANDLE and consumer == STREAM_LEGACY):
+                        _wait(consumer, producer)
+                except ClosedError:
+                    waited.append(item)  # closed meanwhile: close() waited for its work
+        finally:
+            self._end(waited)
+
+    def synchronize(self) -> None:
+        """Wait, on the host, for everything pending on this memory (then nothing is, unless recorded meanwhile)."""
+        live = self._begin()
+        waited: list[tuple[Any, int, Any]] = []
+        try:
+            _refuse_capturing(live)
+            for item in live:
+                with contextlib.suppress(ClosedError):  # closed meanwhile: close() waited for its work
+                    item[2].synchronize()
+                waited.append(item)
+        finally:
+            self._end(waited)
+
+
+class _Collected:
+    """What a waiter's snapshot holds for a garbage-collected stream whose release waits for a capture."""
+
+    __slots__ = ("handle",)
+
+    def __init__(self, handle: int) -> None:
+        self.handle = handle
+
+
+def _still_running(entry: tuple[weakref.ref[Any], int, int]) -> bool:
+    """Whether a dead entry's stream may still be running: its release is deferred behind an open capture."""
+    return release_deferred(entry[2])
+
+
+def _finished(entry: tuple[weakref.ref[Any], int, int]) -> bool:
+    """Whether an entry's stream has no work left that an export must wait for: closed, or collected and
+    released (close() and the release wait for the stream's work)."""
+    stream = entry[0]()
+    return stream.closed if stream is not None else not _still_running(entry)
+
+
+def _collected_key(entry: tuple[weakref.ref[Any], int, int]) -> tuple[str, int]:
+    """The key of a collected stream's entry once a new stream took over its id() (handles are unique while
+    the deferred release keeps this one)."""
+    return ("collected", entry[2])
+
+
+def _refuse_capturing(live: list[tuple[Any, int, Any]]) -> None:
+    """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
+    consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
+    there is a call capture forbids (the driver invalidates the capture). Refuse too while work may still run
+    on a stream collected during a capture (see :class:`PendingStream`). (A wait through the legacy stream is
+    refused where it would be made: :func:`_wait`, :meth:`LegacyStream.synchronize`.)"""
+    for _, _, stream in live:
+        if isinstance(stream, _Collected):
+            raise BufferError(
+                f"this buffer's pending work ran on stream {stream.handle:#x}, which was garbage-collected while a"
+                " capture is open: its release, which waits for that work, runs when the capture ends -- export "
+                "it (or read it on the host) after the capture ends, or keep the stream alive (or close it) first"
+            )
+        if getattr(stream, "capturing", None) is not None:
+            raise BufferError(
+                f"this buffer's pending work is being captured into a graph on {stream!r}: export it (or read it"
+                " on the host) after the capture ends"
+            )
+
+
+def _join(last: Any, other: Any) -> None:
+    """Make ``last`` wait for the work queued on ``other`` so far (two streams of one context)."""
+    last.context.activate()
+    _wait(last.handle, other.handle)
+
+
+def _wait(waiter: int, producer: int) -> None:
+    """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far (an event recorded there,
+    then dropped: the driver keeps a pending event alive until it completes). A context must be current."""
+    if not LEGACY_STREAM_HANDLES.isdisjoint((waiter, producer)):
+        capture_deferral.refuse_legacy("waiting for this buffer's pending work", peek_current() or None)
+    event = c_void_p()
+    cu.cuEventCreate(byref(event), int(EventFlag.DISABLE_TIMING))
+    try:
+        cu.cuEventRecord(event, producer)
+        cu.cuStreamWaitEvent(waiter, event, EventWaitFlag.DEFAULT)
+    finally:
+        cu.cuEventDestroy(event)

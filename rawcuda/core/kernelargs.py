@@ -1,0 +1,321 @@
+"""Core: kernel arguments -- the ``void **kernelParams`` array, checked and packed safely, and only once.
+
+``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and trusts it
+blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads garbage. cust
+does not check it either: its ``launch!`` (inside ``unsafe``) only requires each argument to be ``DeviceCopy``,
+so a wrong count or width compiles and is undefined behaviour. (The seed's ``#[cust::kernel]`` does not exist;
+``#[kernel]`` is ``cuda_std``'s, for kernels written *in Rust*.) rawcuda checks at launch time, against the
+kernel's real signature -- from its PTX ``.entry`` (types and sizes), or for a cubin from ``cuFuncGetParamInfo``
+(sizes only) -- and raises ``TypeError``/``ValueError`` *before* the driver is called: a stronger check than
+cust's, not a stand-in for a compile-time one.
+
+The rules, per parameter:
+
+* 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX) take a
+  ``DeviceBuffer`` or ``GrowableBuffer`` (its address), anything else with ``__cuda_array_interface__`` (a
+  torch or CuPy array, read as :mod:`rawcuda.protocols.cai` says: its stream waited for, read-only and strided
+  arrays refused), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused.
+* Other integer parameters take a Python ``int`` or a numpy integer of exactly that width.
+* A Python ``int`` must fit the parameter, by the rule below -- never arrive *wrapped* (-1 as a ``size_t`` is
+  2^64 - 1, and the kernel walks off its buffer; 2^31 as an ``int`` is -2^31, and it does nothing).
+
+Which ints fit -- from what nvcc really writes. Compiling ``extern "C" __global__ void k(int, unsigned, short,
+char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32, .u32, .u16, .u8, .u8, .u64,
+.u64, .u64, .u64``: every C integer becomes an *unsigned* PTX type, signed or not, and every pointer is ``.u64``
+(nvcc never writes ``.s`` or a scalar ``.b``; hand-written PTX and other compilers may). So the PTX cannot tell
+``int`` from ``unsigned``, nor ``long long`` from ``size_t``:
+
+* ``.s8`` ... ``.s64`` say signed: -2^(n-1) .. 2^(n-1)-1.
+* ``.u8``/``.u16``/``.u32`` and ``.b8``/``.b16``/``.b32`` (raw bits) may be either C type: -2^(n-1) ..
+  2^n-1, so -1 reaches an ``int`` and 4,000,000,000 an ``unsigned``. Past that, the kernel needs a
+  wider parameter (``size_t``), and the error says so.
+* ``.u64``/``.b64`` (and an 8-byte parameter known only by size): 0 .. 2^64-1. This is where every pointer
+  and ``size_t`` lands, and a negative address or size is always a bug -- usually a difference that went
+  below zero -- so it is refused rather than passed as 2^64 - k. The price: a genuinely signed 64-bit
+  parameter (``long long``, ``int64_t``) takes a negative value as ``np.int64(v)``, which states its own
+  type. Numpy integers of the exact width pass their bits as they are, except that a ``.s`` parameter
+  refuses an unsigned one above its signed maximum.
+* Float parameters take a Python ``float``/``int`` or a numpy float of exactly that width:
+  ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
+* By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
+
+Speed: arguments are checked and packed when they change; the very same objects as last time (nothing closed
+since) reuse the packed block -- an identity check per argument. The pack holds buffers weakly (:func:`identity_key`)
+and lists their PendingStreams (``Packed.pending``), where the launch records its stream. A packed block is never
+rewritten, so two threads launching one kernel never see each other's arguments.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import weakref
+from collections.abc import Callable, Sequence
+from typing import Any, NamedTuple
+
+import numpy as np
+
+from rawcuda.checked.errors import ClosedError
+from rawcuda.core.guards.pending import PendingStream
+from rawcuda.protocols.cai import NO_INTERFACE, ForeignArrayError, foreign_pointer, read_interface
+
+from .closecounter import closes
+from .devicebuffer import DeviceBuffer
+from .paramspec import BITS_PER_BYTE, FLOAT_SLOT, POINTER_SIZE, UINT_SLOT, ParamSpec, out_of_range
+
+#: Checks one argument, stores it in its slot, appends a stream the launch must wait for (see interop) to the
+#: list, and says whether the packed block may be reused for the very same object next time.
+Setter = Callable[[Any, Any, list[int]], bool]
+
+
+#: rawcuda memory classes defined above core (a GrowableBuffer) -> how a launch reads the DeviceBuffer they
+#: stand for. Why a table? core must not import extras/; each such class registers itself here.
+MEMORY_VIEWS: dict[type, Callable[[Any], DeviceBuffer]] = {}
+
+
+def memory_view(value: Any) -> DeviceBuffer | None:
+    """The DeviceBuffer a registered memory object stands for now, or None for anything else."""
+    for kind, view in MEMORY_VIEWS.items():
+        if isinstance(value, kind):
+            return view(value)
+    return None
+
+
+class ArgumentError(TypeError):
+    """A kernel argument that does not fit its parameter (raised before the launch)."""
+
+
+def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
+    """The raw bits of a numpy scalar of exactly the parameter's width, or raise."""
+    if value.dtype.itemsize != spec.size:
+        raise ArgumentError(
+            f"wrong width: {value.dtype} is {value.dtype.itemsize} bytes, the parameter is {spec.describe()}"
+        )
+    return value
+
+
+def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
+    low, high = spec.int_range()
+    mask = (1 << (BITS_PER_BYTE * spec.size)) - 1
+    pointer_sized = spec.size == POINTER_SIZE
+    signed = spec.signed
+
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
+        kind = type(value)
+        if kind is int or kind is bool:
+            if not low <= value <= high:
+                raise ArgumentError(out_of_range(value, spec))
+            slot.value = value & mask
+            return True
+        if pointer_sized and isinstance(value, DeviceBuffer):
+            # The common case costs one property (ptr) and one identity check: this runs for every buffer
+            # argument whenever a launch's arguments change.
+            if context is not None and value.context is not context and value.context.raw_handle != context.raw_handle:
+                raise ArgumentError(
+                    f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
+                    f"{context!r}: pass a buffer of the same context (or load the module there)"
+                )
+            try:
+                slot.value = value.ptr
+            except ClosedError:
+                raise ClosedError(
+                    f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
+                    "(a closed buffer cannot be reopened)"
+                ) from None
+            return True
+        if isinstance(value, np.integer):
+            number = int(_numpy_scalar(value, spec))
+            if signed and number > high:  # e.g. np.uint32(3e9) for an .s32: its bits would arrive negative
+                raise ArgumentError(
+                    f"{value!r} does not fit {spec.describe()}: the parameter is signed, and its bits would "
+                    "arrive as a negative number; declare the kernel's parameter unsigned or wider"
+                )
+            slot.value = number & mask
+            return True
+        if isinstance(value, np.ndarray):
+            raise ArgumentError(
+                "a host numpy array where a device pointer is expected: the GPU cannot read host memory through "
+                "it; copy it first with rawcuda.DeviceBuffer.from_array(array)"
+                if pointer_sized
+                else f"a numpy array cannot be passed as {spec.describe()}"
+            )
+        if pointer_sized and (view := memory_view(value)) is not None:  # rawcuda memory: its view, not its interface
+            return put(slot, view, waits) and False  # (uncached: a GrowableBuffer's grow() makes a new view)
+        if pointer_sized and (cai := read_interface(value)) is not NO_INTERFACE:
+            try:
+                slot.value = foreign_pointer(value, spec.read_only, waits, cai)
+            except ForeignArrayError as exc:
+                raise ArgumentError(str(exc)) from None
+            # Another library's object: its address may change and its stream must be waited for at every
+            # launch, so it is read again each time, never cached.
+            return False
+        if isinstance(value, float | np.floating):
+            raise ArgumentError(f"a float ({value!r}) where the kernel expects {spec.describe()}")
+        raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
+
+    return put
+
+
+def _float_setter(spec: ParamSpec) -> Setter:
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
+        kind = type(value)
+        if kind is float or kind is int:
+            slot.value = value
+            return True
+        if isinstance(value, np.floating):
+            slot.value = float(_numpy_scalar(value, spec))
+            return True
+        if isinstance(value, np.integer):
+            raise ArgumentError(
+                f"a numpy integer ({value.dtype}) where the kernel expects {spec.describe()}; "
+                "pass a Python number or a numpy float of that width"
+            )
+        if isinstance(value, DeviceBuffer | np.ndarray):
+            raise ArgumentError(f"an array where the kernel expects {spec.describe()}")
+        raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
+
+    return put
+
+
+def _word_setter(spec: ParamSpec, context: Any = None) -> Setter:
+    # A parameter known only by its size (cubin/fatbin). Numpy scalars say their type, so their bits are
+    # stored as they are; an 8-byte parameter also takes what an 8-byte integer parameter takes
+    # (pointers, Python ints), since that is what it almost always is.
+    as_integer = _int_setter(spec, context) if spec.size == 8 else None
+
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
+        if isinstance(value, np.generic) and not isinstance(value, np.void):
+            raw = np.asarray(_numpy_scalar(value, spec)).view(np.dtype(f"u{spec.size}"))
+            slot.value = int(raw)
+            return True
+        if as_integer is not None and not isinstance(value, float):
+            return as_integer(slot, value, waits)
+        raise ArgumentError(
+            f"{value!r} is ambiguous for a parameter known only by size ({spec.describe()}): "
+            "pass e.g. np.int32(x) or np.float32(x)"
+        )
+
+    return put
+
+
+def _bytes_setter(spec: ParamSpec) -> Setter:
+    def put(slot: Any, value: Any, waits: list[int]) -> bool:
+        if isinstance(value, bytes | bytearray | memoryview):
+            data = bytes(value)
+        elif isinstance(value, ctypes.Structure | ctypes.Union | ctypes.Array):
+            data = bytes(value)  # type: ignore[arg-type]
+        elif isinstance(value, np.generic | np.ndarray):
+            data = np.ascontiguousarray(value).tobytes()
+        else:
+            raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
+        if len(data) != spec.size:
+            raise ArgumentError(f"{len(data)} bytes given for {spec.describe()}")
+        ctypes.memmove(slot, data, spec.size)
+        return False  # mutable sources: repack every time
+
+    return put
+
+
+def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Setter]:
+    """The ctypes type holding one argument's value, and the function that checks and stores it."""
+    if spec.kind == "int":
+        return UINT_SLOT[spec.size], _int_setter(spec, context)
+    if spec.kind == "float":
+        return FLOAT_SLOT[spec.size], _float_setter(spec)
+    if spec.kind == "word":
+        return UINT_SLOT[spec.size], _word_setter(spec, context)
+    return ctypes.c_byte * spec.size, _bytes_setter(spec)
+
+
+def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]]:
+    """What a pack remembers of its arguments, and the function that tells whether a launch passes them again.
+
+    Why not keep the arguments themselves? A kernel object lives long (ops keeps one per context), so the
+    last arguments it kept would live as long -- ``ops.gelu(out, x); del x`` would never free ``x``'s
+    device memory. So buffers are remembered by *weak* reference (``key[i]() is a[i]``: a buffer that has
+    died can never match again), and everything else -- numbers, which hold no device memory -- by the
+    object itself (``key[i] is a[i]``).
+    """
+    weak = tuple(isinstance(a, DeviceBuffer) for a in args)
+    key = tuple(weakref.ref(a) if w else a for a, w in zip(args, weak, strict=True))
+    return key, _checker(weak)
+
+
+_checkers: dict[tuple[bool, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {}
+
+
+def _checker(weak: tuple[bool, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
+    """``lambda a, k: len(a) == N and k[0]() is a[0] and k[1] is a[1] ...`` for one pattern of weak positions.
+
+    Why generate it? ``all(map(operator.is_, ...))`` costs about three times an unrolled expression, and
+    this check runs on every launch. The source is built from nothing but the pattern (booleans), the way
+    the standard library builds namedtuple classes; one function per pattern, made once.
+    """
+    check = _checkers.get(weak)
+    if check is None:
+        terms = [f"k[{i}]() is a[{i}]" if w else f"k[{i}] is a[{i}]" for i, w in enumerate(weak)]
+        check = _checkers[weak] = eval(f"lambda a, k: {' and '.join([f'len(a) == {len(weak)}', *terms])}")
+    return check
+
+
+def _never(a: tuple[Any, ...], k: tuple[Any, ...]) -> bool:
+    return False
+
+
+class Packed(NamedTuple):
+    """What :meth:`ArgPacker.pack` returns: one launch's arguments, packed."""
+
+    key: tuple[Any, ...]  # what identity_key remembers of the arguments (weak references to buffers)
+    same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]  # same(args, key): the very same objects again?
+    array: Any  # the kernelParams array: (void *) * N, the i-th pointing into slots[i]
+    generation: int  # closes.generation when the arguments were checked (a later close invalidates it)
+    slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
+    waits: list[int]  # streams of foreign arrays the launch must be ordered after (interop.order_after)
+    pending: tuple[PendingStream, ...]  # where the launch records its stream: the buffers', once each (views share)
+
+
+_new_tuple = tuple.__new__
+
+#: The pack a kernel starts with: it matches no arguments, so the first launch packs.
+EMPTY_PACK = Packed((), _never, None, -1, [], [], ())
+
+
+class ArgPacker:
+    """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel.
+
+    Each :meth:`pack` builds *new* slots and a new array, and returns them with the arguments they were
+    built from. Never rewriting a packed block is what makes it safe to share: ctypes releases the GIL
+    during cuLaunchKernel, so a block that another thread could rewrite mid-call would launch with the
+    wrong arguments. The caller keeps the latest pack and reuses it while the arguments are the same
+    objects (see Function.launch).
+    """
+
+    def __init__(self, kernel: str, specs: Sequence[ParamSpec], context: Any = None) -> None:
+        self.kernel = kernel
+        self.specs = tuple(specs)
+        # With the kernel's context, buffers of another context are refused (their addresses mean nothing here).
+        self._makers = [_slot_and_setter(s, context) for s in self.specs]
+
+    def pack(self, args: tuple[Any, ...]) -> Packed:
+        if len(args) != len(self._makers):
+            raise ArgumentError(
+                f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) but {len(args)} were given"
+            )
+        slots, cacheable, waits = [], True, []
+        for i, ((make_slot, put), value) in enumerate(zip(self._makers, args, strict=True)):
+            slot = make_slot()
+            try:
+                cacheable &= put(slot, value, waits)
+            except ArgumentError as exc:
+                raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
+            slots.append(slot)
+        array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+        # tuple.__new__ rather than Packed(...): a NamedTuple's generated __new__ is a Python call, and this
+        # line runs whenever a launch's arguments change.
+        key, same = identity_key(args) if cacheable else ((), _never)
+        # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer): once per pack, so that a
+        # launch only walks a short tuple. Views share their base's.
+        pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
+        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending))
+
+    def signature(self) -> str:
+        return ", ".join(s.ptx_type for s in self.specs)

@@ -1,0 +1,343 @@
+"""Core: read a PTX module's header and kernel signatures -- no driver, no GPU, no CUDA toolkit needed.
+
+PTX is the GPU's portable assembly: nvcc compiles CUDA C++ to it, and the driver's JIT compiles it to
+the machine code of whatever GPU it runs on. It is plain text, and the part rawcuda needs is small::
+
+    .version 9.0                  // PTX ISA version: the driver must understand at least this one
+    .target sm_80                 // the oldest GPU architecture the code may run on
+    .address_size 64
+
+    .visible .entry vector_add(   // a kernel: what cuModuleGetFunction looks up by name
+        .param .u64 vector_add_param_0,              // float *c     (a pointer is just a 64-bit integer)
+        .param .f32 vector_add_param_1,              // float a
+        .param .align 8 .b8 vector_add_param_2[16]   // struct {double d; int i;} passed by value
+    )
+    .maxntid 256, 1, 1            // from __launch_bounds__(256): launching more threads fails
+    { ... }
+
+Why does a Python package parse it? ``cuLaunchKernel`` takes an array of *pointers to* argument values
+and trusts it completely: pass a 4-byte int where the kernel reads 8 bytes, or one argument too few,
+and the kernel silently reads garbage. The seed article credits ``#[cust::kernel]`` with catching that at
+compile time, but no such macro exists: cust's ``launch!`` only requires each argument to be ``DeviceCopy``
+(a wrong count or width compiles, and is undefined behaviour), and ``#[kernel]`` is ``cuda_std``'s, for
+kernels written in Rust. rawcuda catches it at launch time, before the driver is called, by checking the
+arguments against the signature read from here -- more than cust checks. The same signatures go into the
+kernel build manifest.
+
+What this parser understands (and what it deliberately ignores):
+
+* ``//`` and ``/* */`` comments anywhere, but not inside string literals (``.file 1 "/a//b.cu"``).
+* ``.version``, ``.target`` (all of its comma-separated tokens, e.g. ``sm_80, debug``), ``.address_size``
+  (32 when absent, as the PTX ISA specifies).
+* every ``.entry``, ``.visible`` or not, mangled or ``extern "C"``, in file order. ``.func`` device
+  functions are not kernels and are skipped. An ``.extern .entry`` *declaration* (no body) is skipped
+  too: the kernel is not in this module.
+* each kernel parameter in every form nvcc and LLVM emit: scalars (``.param .u32 x``), pointers with
+  their state space and pointee alignment (``.param .u64 .ptr .global .align 4 x``), and by-value
+  aggregates as byte arrays (``.param .align 8 .b8 x[16]``).
+* performance directives between ``)`` and ``{`` (``.maxntid``, ``.reqntid``, ``.minnctapersm`` ...), kept
+  as :attr:`Entry.directives`.
+* instruction bodies are not interpreted: only the ``.entry`` headers (name, parameters, directives)
+  are read, so new instructions in a future PTX ISA cannot break the parser.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+
+from .ptxtext import (
+    PtxParseError,
+    as_text,
+    line_of,
+    parse_address_size,
+    parse_targets,
+    parse_version,
+    strip_comments,
+    without_strings,
+)
+
+#: Bytes per element of every PTX type a parameter can have. ``.pred`` is counted as one byte: PTX
+#: gives it no memory size, and a one-byte slot is what a C ``bool`` would use.
+TYPE_SIZES: dict[str, int] = {
+    "b8": 1,
+    "s8": 1,
+    "u8": 1,
+    "b16": 2,
+    "s16": 2,
+    "u16": 2,
+    "f16": 2,
+    "bf16": 2,
+    "b32": 4,
+    "s32": 4,
+    "u32": 4,
+    "f32": 4,
+    "f16x2": 4,
+    "bf16x2": 4,
+    "tf32": 4,
+    "b64": 8,
+    "s64": 8,
+    "u64": 8,
+    "f64": 8,
+    "b128": 16,
+    "pred": 1,
+}
+
+#: Directives that may sit between a kernel's parameter list and its body.
+PERFORMANCE_DIRECTIVES = frozenset(
+    {
+        "maxntid",
+        "reqntid",
+        "minnctapersm",
+        "maxnctapersm",
+        "maxnreg",
+        "noreturn",
+        "pragma",
+        "explicitcluster",
+        "reqnctapercluster",
+        "maxclusterrank",
+        "blocksareclusters",
+        "abi_preserve",
+        "abi_preserve_control",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Param:
+    """One kernel parameter as PTX declares it.
+
+    ``size`` is the bytes the kernel reads for it (element size times ``count`` for arrays) -- the size
+    of the value a launch must pass. ``align`` is the parameter's own alignment: an explicit
+    ``.param .align N`` or else the element size. For a ``.ptr`` parameter the ``.align N`` after the
+    state space is the alignment of the memory *pointed to*, so it is kept apart, as ``pointee_align``.
+    """
+
+    name: str
+    type: str
+    size: int
+    align: int
+    count: int | None
+    pointer: bool
+    state_space: str | None
+    pointee_align: int | None = None
+
+    def describe(self) -> str:
+        """PTX-like text for messages: ``.u64 .ptr .global x`` or ``.align 8 .b8 s[16]``."""
+        parts = [f".align {self.align}"] if self.count is not None else []
+        parts.append("." + self.type)
+        if self.pointer:
+            parts.append(".ptr")
+            if self.state_space:
+                parts.append(self.state_space)
+        name = self.name if self.count is None else f"{self.name}[{self.count}]"
+        return " ".join([*parts, name])
+
+
+@dataclass(frozen=True)
+class Entry:
+    """A kernel: its name (what ``cuModuleGetFunction`` takes) and its parameters in order.
+
+    ``directives`` holds the performance directives in source order, e.g.
+    ``(("maxntid", (256, 1, 1)), ("minnctapersm", (2,)))`` from ``__launch_bounds__(256, 2)``.
+    """
+
+    name: str
+    params: tuple[Param, ...]
+    directives: tuple[tuple[str, tuple[int, ...]], ...] = ()
+
+    def directive(self, name: str) -> tuple[int, ...] | None:
+        """The values of a performance directive (``"maxntid"`` -> ``(256, 1, 1)``), or None."""
+        for key, values in self.directives:
+            if key == name.lstrip("."):
+                return values
+        return None
+
+    @property
+    def param_bytes(self) -> int:
+        """Bytes of the parameter block with every parameter at its alignment (the driver's limit
+        is 4 KiB before CUDA 12.1 and 32 KiB after, on Volta and newer)."""
+        offset = 0
+        for p in self.params:
+            offset = -(-offset // p.align) * p.align + p.size
+        return offset
+
+
+@dataclass(frozen=True)
+class PtxInfo:
+    """What a PTX module declares: ISA version, target(s), address size, and its kernels by name."""
+
+    version: tuple[int, int]
+    target: str
+    targets: tuple[str, ...]
+    address_size: int
+    entries: dict[str, Entry]
+
+    @property
+    def version_text(self) -> str:
+        """The ISA version as PTX writes it: ``"9.0"``."""
+        return f"{self.version[0]}.{self.version[1]}"
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Kernels
+
+# The keyword, not a prefix of a longer one, and not part of an instruction like "ld.param.entry".
+_ENTRY = re.compile(r"(?<![\w.$%])\.entry\b")
+_IDENTIFIER = re.compile(r"[A-Za-z][\w$]*|[_$%][\w$]+")
+# The two shapes a kernel parameter takes (the PTX ISA's ".param" variable declarations):
+#   .param [.align N] .type name[N]...                 scalars and by-value aggregates (byte arrays)
+#   .param .type .ptr [.space] [.align N] name         pointers annotated with what they point to
+_PARAM = re.compile(
+    r"""\s*\.param
+        (?:\s+\.align\s+(?P<align>\d+))?
+        \s+\.(?P<type>[a-z]\w*)
+        (?:\s+(?P<ptr>\.ptr)
+           (?:\s+(?P<space>\.global|\.const|\.local|\.shared))?
+           (?:\s+\.align\s+(?P<pointee_align>\d+))?)?
+        \s+(?P<name>[A-Za-z][\w$]*|[_$%][\w$]+)
+        (?P<dims>(?:\s*\[\s*\d+\s*\])*)\s*""",
+    re.X,
+)
+_PARAM_FORMS = "'.param .u32 x', '.param .align 8 .b8 x[16]', '.param .u64 .ptr .global .align 4 x'"
+_DIRECTIVE = re.compile(r"\.([A-Za-z_]\w*)")
+_NUMBERS = re.compile(r"[\s\d,]*")
+
+
+def _entries(text: str) -> Iterator[Entry]:
+    masked = without_strings(text)
+    for m in _ENTRY.finditer(masked):
+        entry = _parse_entry(text, masked, m.end())
+        if entry is not None:
+            yield entry
+
+
+def _parse_entry(text: str, masked: str, pos: int) -> Entry | None:
+    """Parse one ``.entry`` from just after the keyword; None for a declaration without a body."""
+    line = line_of(text, pos)
+    name_match = _IDENTIFIER.match(masked, _skip_space(masked, pos))
+    if name_match is None:
+        raise PtxParseError(f"line {line}: .entry without a kernel name")
+    name = name_match.group(0)
+    pos = _skip_space(masked, name_match.end())
+    params: tuple[Param, ...] = ()
+    if pos < len(masked) and masked[pos] == "(":
+        close = masked.find(")", pos)
+        if close < 0:
+            raise PtxParseError(f"line {line}: the parameter list of .entry {name} has no closing ')'")
+        params = _parse_params(masked[pos + 1 : close], name, line)
+        pos = close + 1
+    directives, has_body = _parse_directives(masked, pos, name, line)
+    return Entry(name=name, params=params, directives=directives) if has_body else None
+
+
+def _skip_space(text: str, pos: int) -> int:
+    while pos < len(text) and text[pos].isspace():
+        pos += 1
+    return pos
+
+
+def _parse_directives(
+    masked: str, pos: int, kernel: str, line: int
+) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], bool]:
+    """Read the directives between ``)`` and the body. True when a body ``{`` follows; False for ``;``
+    (an ``.extern .entry`` declaration: the kernel is defined in another module)."""
+    found: list[tuple[str, tuple[int, ...]]] = []
+    while True:
+        pos = _skip_space(masked, pos)
+        if pos >= len(masked):
+            raise PtxParseError(f"line {line}: .entry {kernel} has neither a body '{{ ... }}' nor a ';'")
+        if masked[pos] in "{;":
+            return tuple(found), masked[pos] == "{"
+        m = _DIRECTIVE.match(masked, pos)
+        if m is None or m.group(1) not in PERFORMANCE_DIRECTIVES:
+            what = masked[pos : pos + 40].split("\n")[0]
+            raise PtxParseError(f"line {line}: unexpected {what!r} between .entry {kernel}'s ')' and '{{'")
+        key = m.group(1)
+        if key == "pragma":  # .pragma "nounroll"; -- the string is masked, the ';' ends it
+            end = masked.find(";", m.end())
+            if end < 0:
+                raise PtxParseError(f"line {line}: .pragma without ';' after .entry {kernel}")
+            found.append((key, ()))
+            pos = end + 1
+            continue
+        args = _NUMBERS.match(masked, m.end())
+        assert args is not None  # the pattern matches the empty string
+        found.append((key, tuple(int(v) for v in re.findall(r"\d+", args.group(0)))))
+        pos = args.end()
+
+
+def _parse_params(text: str, kernel: str, line: int) -> tuple[Param, ...]:
+    declarations = [d.strip() for d in text.split(",")]
+    if declarations == [""]:
+        return ()
+    return tuple(_parse_param(d, kernel, line, i) for i, d in enumerate(declarations))
+
+
+def _parse_param(decl: str, kernel: str, line: int, index: int) -> Param:
+    m = _PARAM.fullmatch(decl)
+    where = f"line {line}: .entry {kernel}, parameter {index} {' '.join(decl.split())!r}"
+    if m is None:
+        raise PtxParseError(f"{where}: not a kernel parameter; expected one of: {_PARAM_FORMS}")
+    type_ = m["type"]
+    if type_ not in TYPE_SIZES:
+        raise PtxParseError(f"{where}: unknown type .{type_} (known: {', '.join('.' + t for t in TYPE_SIZES)})")
+    element = TYPE_SIZES[type_]
+    dims = [int(d) for d in re.findall(r"\d+", m["dims"])]
+    count = math.prod(dims) if dims else None
+    return Param(
+        name=m["name"],
+        type=type_,
+        size=element * (count or 1),
+        align=int(m["align"]) if m["align"] else element,
+        count=count,
+        pointer=m["ptr"] is not None,
+        state_space=m["space"],
+        pointee_align=int(m["pointee_align"]) if m["pointee_align"] else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------------------
+# Public entry points
+
+
+def parse(text: str | bytes) -> PtxInfo:
+    """Parse PTX text (or bytes, e.g. a module image with its trailing NUL) into a :class:`PtxInfo`.
+
+    Raises :class:`PtxParseError` naming what is missing or malformed, and TypeError for something that
+    is not text at all (None, a path: ``parse_file`` reads a file).
+    """
+    if not isinstance(text, str | bytes | bytearray | memoryview):
+        # Without this, None fails deep inside as "'NoneType' object is not subscriptable".
+        raise TypeError(
+            f"ptx.parse takes PTX text (str) or bytes (bytes, bytearray, memoryview), not "
+            f"{type(text).__name__}; for a .ptx file use ptx.parse_file(path)"
+        )
+    source = strip_comments(as_text(text))
+    if not source.strip():
+        raise PtxParseError(
+            "not PTX: the text is empty (or only comments); pass PTX text as nvcc --ptx writes "
+            "it, or the path of a .ptx file"
+        )
+    version = parse_version(source)
+    targets = parse_targets(source)
+    address_size = parse_address_size(source)
+    entries: dict[str, Entry] = {}
+    for entry in _entries(source):
+        if entry.name in entries:
+            raise PtxParseError(f".entry {entry.name} is defined twice")
+        entries[entry.name] = entry
+    return PtxInfo(version=version, target=targets[0], targets=targets, address_size=address_size, entries=entries)
+
+
+def parse_file(path: str | PathLike[str]) -> PtxInfo:
+    """Parse the PTX file at ``path``; a parse error names the file."""
+    p = Path(path)
+    try:
+        return parse(p.read_bytes())
+    except PtxParseError as exc:
+        raise PtxParseError(f"{p}: {exc}") from exc
