@@ -1,7 +1,8 @@
 """Core: a launch checked and packed once, repeated by calling it -- ``Function.bind``'s result.
 
-For hot loops: a call compares one integer (nothing closed since), calls the driver, and records its
-stream on its buffers. Another library's arrays are read again each call: their address can move.
+For hot loops. A call compares one integer to see that nothing was closed since.
+Then it calls the driver and records its stream on its buffers.
+Another library's arrays and GrowableBuffers are read again at each call: their address can move.
 """
 
 from __future__ import annotations
@@ -21,9 +22,9 @@ if TYPE_CHECKING:
 class BoundLaunch:
     """A launch with its configuration and arguments checked and packed once: ``launch()`` repeats it.
 
-    Made by :meth:`Function.bind`. The arguments are kept alive by the object. If anything has been
-    closed since it was bound (a buffer, the stream), the next call re-checks everything first -- so a
-    closed buffer is a ClosedError, never a launch on freed memory.
+    Made by :meth:`Function.bind`. The object keeps its arguments alive.
+    If anything was closed since it was bound (a buffer, the stream), the next call re-checks everything first.
+    So a closed buffer is a ClosedError, never a launch on freed memory.
     """
 
     def __init__(
@@ -35,6 +36,7 @@ class BoundLaunch:
         self._bind()
 
     def _bind(self) -> None:
+        """Check and pack the configuration and the arguments, and build the driver call."""
         fn = self.function
         grid, block, shared_mem, stream = self._spec
         prepared = fn.prepare(grid, block, shared_mem, stream)
@@ -46,6 +48,7 @@ class BoundLaunch:
         self._target = fn.legacy if stream is None else stream  # where its buffers' work is pending
 
     def __call__(self) -> None:
+        """Launch again; re-check first if anything was closed since."""
         if self._generation != closes.generation:
             self._bind()
         elif self._reread:  # a foreign array: its address and stream are read again at every launch
@@ -72,9 +75,11 @@ class BoundLaunch:
             ctx.synchronize()
 
     def update(self, *args: Any) -> None:
-        """New arguments for the same configuration (checked and packed now). If they are refused, the
-        launch keeps its old arguments -- and keeps them alive: a refused update must never leave a packed
-        block pointing at buffers nobody holds any more."""
+        """New arguments for the same configuration, checked and packed now.
+
+        If they are refused, the launch keeps its old arguments, and keeps them alive.
+        """
+        # Why: docs/hazards.md, "A refused update keeps the old arguments alive".
         old = self.args
         self.args = args
         try:

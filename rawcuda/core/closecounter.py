@@ -8,8 +8,11 @@ from __future__ import annotations
 
 
 class CloseCounter:
-    """Counts every close() in the process. A launch cache that remembers the count it checked its
-    arguments at knows, by comparing one integer, that no buffer it packed has been closed since."""
+    """Counts every close() in the process.
+
+    A launch cache remembers the count it checked its arguments at. While the count is unchanged, no buffer
+    it packed has been closed since.
+    """
 
     __slots__ = ("generation",)
 

@@ -1,9 +1,9 @@
 """Core: the order in which a closing context closes what it still owns -- each before what it uses.
 
-Why a table? Closing a stream waits for its queued work, which may still read events and memory; a graph's
-nodes name kernels and buffers; an executable graph uses the graph it was made from. If each class chose
-its own place, two of them would sooner or later get it slightly wrong. So every child class names its row
-here (``close_order = CloseOrder.STREAM``), and :meth:`rawcuda.core.context.Context.close` sorts by it.
+Why a table? Closing a stream waits for its queued work, which may still read events and memory. A graph's
+nodes name kernels and buffers. An executable graph uses the graph it was made from. If each class chose its
+own place, two of them would sooner or later get it slightly wrong. So every child class names its row here
+(``close_order = CloseOrder.STREAM``). :meth:`rawcuda.core.context.Context.close` sorts by it.
 """
 
 from __future__ import annotations
@@ -14,13 +14,13 @@ from enum import IntEnum
 class CloseOrder(IntEnum):
     """The order in which :meth:`Context.close` closes what it still owns: each before what it uses.
 
-    One table, so that no class has to know another's place. Every child class names its row
-    (``close_order = CloseOrder.STREAM``); lower closes first.
+    Lower closes first. Every child class names its row (``close_order = CloseOrder.STREAM``). So no class
+    has to know another's place.
     """
 
     EXECUTABLE_GRAPH = 1  # uses the graph it was instantiated from
     GRAPH = 2  # its nodes refer to kernels (modules) and buffers
-    MODULE = 3  # launches in flight were synchronized by Context.close() before anything closes
+    MODULE = 3  # Context.close() synchronized all launches before anything closes
     OTHER = 4  # a child that names no row
     STREAM = 5  # closing waits for its queued work, which may still read events and memory
     EVENT = 6

@@ -1,27 +1,17 @@
 """Core: contexts -- and the lifetime rules that keep every other object safe.
 
-A CUDA context owns everything you create: memory, modules, streams, events. Destroy it and every
-handle it issued dangles. The seed article's warning (section "RAII") is that Rust's drop order can
-destroy the Context before its DeviceBuffers, so ``cudaFree`` fails. rawcuda makes that impossible:
-every child holds a **strong reference** to its Context, so the context outlives them; ``close()`` is
-explicit and idempotent (``weakref.finalize`` is only the fallback, and never calls into a closed,
-poisoned or forked context, or a dying interpreter); ``Context.close()`` closes the children first.
+A CUDA context owns everything you create: memory, modules, streams, events. Destroy it and every handle it issued
+dangles. The seed article warns (section "RAII") that Rust's drop order can destroy the Context before its
+DeviceBuffers, so ``cudaFree`` fails. In rawcuda every child holds a **strong reference** to its Context, and
+``Context.close()`` closes the children first.
 
-Which context? By default the device's **primary context** (the one the CUDA runtime, CuPy and torch
-use); ``Context.create()`` makes a private one. Which is *current*? The driver keeps one per thread, and
-other libraries change it too: every method makes its object's context current first, asking the driver
-(:mod:`rawcuda.core.guards.current` says why), so objects work from any thread and beside torch or CuPy. ``with ctx:``
-pushes and pops -- also when the body raises, or closed the context; ``close()`` leaves the thread's stack
-as it found it, minus the closing context itself (:mod:`rawcuda.core.guards.contextstack` says what that means).
+Which context? By default the device's **primary context**, shared with the CUDA runtime, CuPy and torch.
+``Context.create()`` makes a private one. Which is *current*? Other libraries change it, so every method makes its
+context current first (:mod:`rawcuda.core.guards.current`). ``with ctx:`` pushes and pops, even if the body raises.
 
-Numpy views of host memory (pinned, managed) cannot be revoked, and destroying a context frees all of
-its memory: while such a view lives the context *holds* -- ``close()`` closes everything, and the
-CUcontext itself goes with the last view.
-
-A **sticky** error (a kernel faulted) leaves CUDA unusable in the whole process (measured; see the
-poisoning section below): every context is *poisoned*, and every later use raises
-:class:`~rawcuda.checked.errors.ContextPoisonedError` naming the error and the last launch. The whole
-story, with the close order, is in docs/architecture.md ("Lifetimes", "Close order").
+Numpy views of host memory cannot be revoked, so the CUcontext goes with the last one. A **sticky** error (a kernel
+faulted) *poisons* every context: each later use raises :class:`~rawcuda.checked.errors.ContextPoisonedError`.
+More in docs/architecture.md, "Lifetimes".
 """
 
 from __future__ import annotations
@@ -66,15 +56,16 @@ class Context:
         self._poison: CudaError | None = None
         self._closed = False
         self._pid = os.getpid()
-        # The Function launched last, named in the poisoned-context error: a weak reference (a Function holds its
-        # module, which holds this context -- a strong one would be a cycle), set by every launch.
+        # The Function launched last, named in the poisoned-context error; every launch sets it. Weak: a Function
+        # holds its module, which holds this context.
         self.last_launch_ref: Callable[[], Any] = lambda: None
         # What higher layers keep per Context object (rawcuda.ops: its Modules), living exactly as long as it.
         self.cache: dict[str, Any] = {}
         self._holds, self._release_deferred = 0, False  # host views alive (hold()); close() waiting for them
         self._hold_lock = threading.Lock()
         poisoned = contextregistry.register(self, handle)
-        if poisoned is not None:  # a sticky error already ended CUDA in this process (see contextregistry)
+        if poisoned is not None:  # a sticky error already ended CUDA in this process
+            # Why: docs/hazards.md, "A sticky error poisons every context".
             self.poison(poisoned)
         # (A dead Context has no `with` block open: the with statement holds the object it entered.)
         release = _release_primary if primary else contextstack.destroy
@@ -93,8 +84,11 @@ class Context:
 
     @classmethod
     def create(cls, device: Device | int = 0, flags: CtxFlag = CtxFlag.SCHED_AUTO) -> Context:
-        """A new private context with explicit flags (cuCtxCreate_v4). cuCtxCreate also pushes it onto this
-        thread's stack; it is popped again, so creating one changes nothing current (``with ctx:`` does that)."""
+        """A new private context with explicit flags (cuCtxCreate_v4).
+
+        cuCtxCreate also pushes it onto this thread's stack. It is popped again, so creating one changes nothing
+        current; ``with ctx:`` does that.
+        """
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
         cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
@@ -124,8 +118,11 @@ class Context:
             self._raise_unusable()
 
     def activate(self) -> None:
-        """Make this the thread's current context (one cuCtxGetCurrent when it already is): every method calls
-        it first; a launch only when the driver said the wrong one was current (see rawcuda.core.guards.current)."""
+        """Make this the thread's current context, or raise the reason it is unusable.
+
+        It costs one cuCtxGetCurrent when it already is current. Every method calls it first. A launch calls it
+        only when the driver said the wrong context was current (see rawcuda.core.guards.current).
+        """
         if self.unusable is not None:
             self._raise_unusable()
         make_current(self._handle)
@@ -155,8 +152,8 @@ class Context:
     def __exit__(
         self, kind: type[BaseException] | None, value: BaseException | None, traceback: TracebackType | None
     ) -> None:
-        # (closed: the entry may name a destroyed context; forked: the child's driver is unusable -- every call
-        # fails with CUDA_ERROR_NOT_INITIALIZED -- and a block ending there, sys.exit() inside it, must not raise)
+        # Closed: the entry may name a destroyed context. Forked: every driver call fails there
+        # (CUDA_ERROR_NOT_INITIALIZED), and a block ending there, say by sys.exit(), must not raise.
         if not contextstack.end_block(self._handle, pop=not self.forked, quiet=self._closed):
             raise RuntimeError(
                 f"{self!r}.__exit__ on a thread that did not enter it: a `with ctx:` block pushes onto the stack "
@@ -184,7 +181,7 @@ class Context:
 
     @property
     def stream_priority_range(self) -> tuple[int, int]:
-        """(least, greatest) stream priority; numerically *lower* is *higher* priority, e.g. (0, -5)."""
+        """(least, greatest) stream priority, for example (0, -5). Numerically *lower* is *higher* priority."""
         self.activate()
         least, greatest = c_int(), c_int()
         cu.cuCtxGetStreamPriorityRange(byref(least), byref(greatest))
@@ -240,14 +237,18 @@ class Context:
             return [c for c in self._children if not getattr(c, "closed", True)]
 
     def close(self) -> None:
-        """Synchronize, close every child still open, then release (primary) or destroy (created) it. The
-        thread's current context is left as it was, unless it was this one (see rawcuda.core.guards.contextstack)."""
+        """Synchronize, close every child still open, then release (primary) or destroy (created) the context.
+
+        The thread's current context is left as it was, unless it was this one (rawcuda.core.guards.contextstack).
+        A failing child does not stop the others: the first error is raised at the end. Calling it twice is safe.
+        A poisoned context, or one inherited through fork(), is marked closed without calling the driver.
+        """
         with self._lock:
             if self._closed:
                 return
             errors: list[BaseException] = []
             if self._poison is None and os.getpid() == self._pid:
-                # Pushed, not activated: activate() would replace what this thread had current (contextstack)
+                # Pushed, not activated: activate() would replace what this thread had current.
                 with contextstack.pushed(self._handle, errors) as here:
                     self._close_children(errors, synchronize=here)
             self.cache.clear()
@@ -255,14 +256,13 @@ class Context:
             self._closed = True
             self.unusable = "the context was closed"
             _forget_default(self)
-            with self._hold_lock:  # a host view still points into it? then the last one releases it
+            with self._hold_lock:  # if a host view still points into it, the last view releases it
                 self._release_deferred = self._holds > 0
             if not self._release_deferred:
                 self._release_handle()
             elif not self.is_primary and self._poison is None and not self.forked:
-                contextstack.leave(
-                    self._handle, self.device.handle
-                )  # nothing may run in it now, though it lives on a while
+                # Nothing may run in it now, though it lives on a while.
+                contextstack.leave(self._handle, self.device.handle)
         if errors:
             raise errors[0]
 
@@ -272,7 +272,7 @@ class Context:
                 cu.cuCtxSynchronize()
         except CudaError as exc:  # a sticky error surfacing now: stop calling into the context
             errors.append(exc)
-        # Children in close order, then what higher layers cached that closes (interop's event)
+        # Children in close order, then what higher layers cached that closes (interop's event).
         children = sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER))
         for child in [*children, *(v for v in self.cache.values() if hasattr(v, "close"))]:
             try:
@@ -290,18 +290,21 @@ class Context:
 
     # --- host views: memory that numpy may still read after close() --------------------------------------------
     def hold(self) -> None:
-        """Keep the CUcontext alive, even past :meth:`close`, until the matching :meth:`call_held`: for numpy
-        views of pinned and managed memory, which cuCtxDestroy (or the last primary release) would free."""
+        """Keep the CUcontext alive, even past :meth:`close`, until the matching :meth:`call_held`.
+
+        It is for numpy views of pinned and managed memory. cuCtxDestroy, or the last primary release, would free
+        that memory. Raises the reason when the context is unusable.
+        """
         self.check_usable()
         with self._hold_lock:
             self._holds += 1
 
     def call_held(self, release: Callable[..., None], *args: Any) -> None:
-        """``release(*args)`` in this context (also after close()), then end one :meth:`hold`. A finalizer calls
-        it, on any thread: it never raises and leaves the thread's current context as it found it."""
-        # Why not self._lock? close() holds it while closing children, and a child of *another* context
-        # (a stream) may drop the last view of this one's memory: two contexts closing on two threads
-        # would wait for each other. _hold_lock guards two fields and is never held across a driver call.
+        """Run ``release(*args)`` in this context, also after close(), then end one :meth:`hold`.
+
+        A finalizer calls it, on any thread. It never raises. It leaves the thread's current context as it found it.
+        """
+        # It takes _hold_lock, never self._lock. Why: docs/hazards.md, "Host views release under their own lock".
         if self.forked:
             return  # the memory was never mapped in a forked child
         with contextlib.suppress(Exception):
@@ -318,18 +321,18 @@ class Context:
                 self._release_handle()
 
     def poison(self, error: CudaError) -> None:
-        """Mark this context unusable after a sticky error (contextregistry calls it for every context)."""
+        """Mark this context unusable after a sticky error. contextregistry calls it for every context."""
         if self._poison is None:
             self._poison, self.unusable = error, "poisoned"
 
     def mark_forked(self) -> None:
-        """In a forked child: every use raises ForkedProcessError; locks held by lost threads are replaced."""
+        """Called in a forked child. Every use then raises ForkedProcessError. Locks lost threads held are replaced."""
         self.unusable = _FORKED
         self._lock, self._hold_lock = threading.RLock(), threading.Lock()
 
     @property
     def forked(self) -> bool:
-        """True in a child process that inherited this object through fork() (its CUDA state is not here)."""
+        """True in a child process that inherited this object through fork(). Its CUDA state is not here."""
         return os.getpid() != self._pid
 
     def __repr__(self) -> str:
@@ -366,7 +369,10 @@ _default_lock = threading.Lock()
 
 
 def default_context(device: int = 0) -> Context:
-    """Device ``device``'s primary context, retained once per process and shared by `context=None`."""
+    """Device ``device``'s primary context, retained once per process: what ``context=None`` means.
+
+    A closed one, or one from before a fork, is replaced by a new retain. A poisoned one is still handed out.
+    """
     ctx = _default.get(device)
     if ctx is not None and ctx._pid == os.getpid() and ctx.unusable is None:
         return ctx

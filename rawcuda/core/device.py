@@ -22,7 +22,10 @@ _PCI_ID_BYTES = 32
 
 
 class Device:
-    """One GPU. Equal devices compare equal; ``Device(0)`` twice is the same GPU."""
+    """One GPU. Equal devices compare equal; ``Device(0)`` twice is the same GPU.
+
+    Raises ValueError for an ordinal this process cannot see.
+    """
 
     def __init__(self, ordinal: int = 0) -> None:
         checked.init()

@@ -1,9 +1,9 @@
 """Core: what a buffer holds -- shapes, dtypes, and element values converted exactly or not at all.
 
 Every buffer (device, pinned, managed, growable) takes a shape and a dtype, and ``fill()`` takes a value.
-The checks are the same for all of them, so they live here once: a shape is non-negative integers, a dtype
-holds no Python objects, and a fill value must survive the conversion to the dtype unchanged (numpy would
-wrap 2**40 into an int32 silently; rawcuda refuses).
+The checks are the same for all of them, so they live here once. A shape is non-negative integers. A dtype
+holds no Python objects. A fill value must survive the conversion to the dtype unchanged. numpy would wrap
+2**40 into an int32 silently; rawcuda refuses.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ import numpy as np
 
 
 def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
-    """``5`` -> ``(5,)``; every extent a non-negative int, else a ValueError/TypeError that says which."""
+    """``5`` -> ``(5,)``. Raises TypeError for an extent that is not an int, ValueError for a negative one."""
     if isinstance(shape, int | np.integer):
         dims: tuple[object, ...] = (shape,)
     elif isinstance(shape, tuple | list):
@@ -30,6 +30,7 @@ def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]
 
 
 def normalize_dtype(dtype: Any) -> np.dtype:
+    """``dtype`` as a numpy dtype. Raises TypeError for one that holds Python objects."""
     dt = np.dtype(dtype)
     if dt.hasobject:
         raise TypeError(
@@ -40,11 +41,11 @@ def normalize_dtype(dtype: Any) -> np.dtype:
 
 
 def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
-    """``value`` as one element of ``dtype``, or a TypeError when that would change it.
+    """``value`` as a one-element array of ``dtype``, or a TypeError when that would change it.
 
-    numpy's casting rules decide by *type* (an int64 into uint8 is "unsafe" even for 255, and an int into an
-    int32 silently wraps); a fill decides by *value*: 255 fits a uint8, 2**40 does not fit an int32, 1.5 is
-    not an integer, and 1e40 becomes inf in float32. Ordinary rounding (0.1 in float32) is not a change.
+    numpy's casting rules decide by *type*. An int64 into uint8 is "unsafe" even for 255. An int into an int32
+    silently wraps. A fill decides by *value*. 255 fits a uint8; 2**40 does not fit an int32. 1.5 is not an
+    integer, and 1e40 becomes inf in float32. Ordinary rounding (0.1 in float32) is not a change.
     """
 
     def refuse(why: str) -> TypeError:

@@ -1,11 +1,11 @@
 """Core: events -- markers recorded into a stream, for ordering streams and for timing on the GPU.
 
-Why time with events, not ``time.perf_counter``? Launches are asynchronous: the host clock measures how
-long it took to *queue* the work. Two events recorded around the work, and ``cuEventElapsedTime``
-between them, measure the GPU's own execution (resolution about half a microsecond).
+Why time with events, not ``time.perf_counter``? Launches are asynchronous. The host clock measures how long it
+took to *queue* the work. Two events recorded around the work measure the GPU's own execution instead.
+``cuEventElapsedTime`` gives the time between them, to about half a microsecond.
 
-:func:`time_ms` is that recipe, written once: warm-up runs, then an event pair around each timed run, and
-the times as a :class:`Timing` (its ``median`` is what the tutorials and benchmarks report).
+:func:`time_ms` is that recipe, written once. It makes warm-up runs, then puts an event pair around each timed
+run. It returns the times as a :class:`Timing`; its ``median`` is what the tutorials and benchmarks report.
 """
 
 from __future__ import annotations
@@ -34,7 +34,11 @@ def _destroy_event(handle: int) -> None:
 
 
 class Event(Resource):
-    """A CUDA event. ``timing=False`` makes a cheaper event usable only for ordering."""
+    """A CUDA event in ``context`` (the default context when None).
+
+    ``timing=False`` makes a cheaper event, usable only for ordering. ``blocking=True`` makes a host wait on it
+    sleep rather than spin. ``interprocess=True`` needs ``timing=False``; else it raises ValueError.
+    """
 
     close_order = CloseOrder.EVENT
 
@@ -66,7 +70,7 @@ class Event(Resource):
         return self._handle
 
     def record(self, stream: Stream | None = None) -> Event:
-        """Capture the current end of ``stream`` (the legacy default stream for None)."""
+        """Capture the current end of ``stream`` (the legacy default stream for None). Returns the event."""
         self.check_open()
         self.context.activate()
         cu.cuEventRecord(self._handle, stream_handle(stream, self.context))
@@ -74,7 +78,10 @@ class Event(Resource):
         return self
 
     def synchronize(self) -> None:
-        """Block this thread until the work before the recorded point has finished."""
+        """Block this thread until the work before the recorded point has finished.
+
+        Raises ValueError if the event was never recorded.
+        """
         self.require_recorded("synchronize on")
         self.context.activate()
         cu.cuEventSynchronize(self._handle)
@@ -96,7 +103,11 @@ class Event(Resource):
         return True
 
     def elapsed_ms(self, end: Event) -> float:
-        """GPU milliseconds from this event to ``end`` (waits for ``end`` to complete first)."""
+        """GPU milliseconds from this event to ``end``. It waits for ``end`` to complete first.
+
+        Raises ValueError when either event was never recorded or was made with ``timing=False``. Also when the
+        two belong to different contexts.
+        """
         for event in (self, end):
             event.require_recorded("time")
             if not event.timing:
@@ -141,7 +152,7 @@ class Timing:
 
     @property
     def min(self) -> float:
-        """The fastest run: the best case, e.g. once page faults or clock ramp-up no longer show."""
+        """The fastest run: the best case, once page faults or clock ramp-up no longer show."""
         return min(self.times)
 
 
@@ -164,29 +175,28 @@ def time_ms(
 ) -> Timing:
     """Time ``work()`` on the GPU: ``warmup`` untimed calls, then ``reps`` calls, each between two events.
 
-    ``work`` must queue its GPU work on ``stream`` (the legacy default stream of ``context`` -- the default
-    context when None -- if ``stream`` is None; a stream's own context otherwise). Returns a :class:`Timing`;
-    ``time_ms(work).median`` is the usual figure. The two events are created here and closed before it
-    returns, also when ``work`` raises.
+    ``work`` must queue its GPU work on ``stream``. With no stream, that is the legacy default stream of
+    ``context``, or of the default context when None. With a stream, it is the stream's own context.
+    Returns a :class:`Timing`; ``time_ms(work).median`` is the usual figure. The two events are created here.
+    They are closed before it returns, also when ``work`` raises.
 
-    Why events and not ``time.perf_counter()``? A launch is asynchronous: it returns once the work is
-    *queued*, so the host clock around ``work()`` measures the queueing, not the GPU's execution, and adding
-    a synchronize adds the host's wake-up latency too. An event is a marker the GPU itself timestamps when
-    it reaches it in the stream; the time between two of them (``cuEventElapsedTime``) is GPU time.
+    Why events and not ``time.perf_counter()``? A launch returns once the work is *queued*. So the host clock
+    around ``work()`` measures the queueing, not the GPU's execution. A synchronize would add the host's
+    wake-up latency too. An event is a marker the GPU itself timestamps when it reaches it in the stream.
 
-    Why a median, and warm-up runs? Repeated runs do not take the same time, and the spread is one-sided:
-    the first launch may load the module or touch fresh pages, and any run can be slowed by clocks ramping
-    up, another process, or the host being descheduled between recording the start event and launching
-    the work (the GPU idles, and the idle time counts). A mean follows such outliers; the median of several
-    runs does not. ``min`` is there for the best case.
+    Why a median, and warm-up runs? Repeated runs do not take the same time, and the spread is one-sided. The
+    first launch may load the module or touch fresh pages. Any run can be slowed by clocks ramping up or by
+    another process. The host may also be descheduled between the start event and the launch: the GPU idles,
+    and the idle time counts. A mean follows such outliers; the median of several runs does not. ``min`` gives
+    the best case.
 
-    Each run waits for its end event before the next starts, so runs never overlap -- and the stream is
-    idle when the start event is recorded, so a run also includes the few microseconds a launch takes to
-    reach the GPU. For work shorter than that, time a loop of launches in one ``work`` and divide.
+    Each run waits for its end event before the next starts, so runs never overlap. The stream is idle when the
+    start event is recorded. So a run also includes the few microseconds a launch takes to reach the GPU. For
+    shorter work, time a loop of launches in one ``work`` and divide.
 
-    Raises TypeError when ``work`` is not callable, ``reps`` / ``warmup`` are not ints or ``stream`` is no
-    Stream; ValueError when ``reps < 1``, ``warmup < 0`` or ``stream`` belongs to another ``context``;
-    ClosedError for a closed stream -- all before ``work`` runs.
+    All errors are raised before ``work`` runs. TypeError: ``work`` is not callable, ``reps`` or ``warmup`` is
+    not an int, or ``stream`` is not a Stream. ValueError: ``reps < 1``, ``warmup < 0``, or ``stream`` belongs
+    to another ``context``. ClosedError: the stream is closed.
     """
     if not callable(work):
         raise TypeError(f"work must be a callable that queues the GPU work to time, not {type(work).__name__}")

@@ -2,25 +2,15 @@
 
 Three ways to launch, from the most forgiving to the fastest:
 
-* ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks the configuration once per (grid, block,
-  shared_mem, stream), and the arguments whenever they are not the very same objects as in the previous launch.
-  Close to the host cost of a bare ctypes launch (bench/results/).
-* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once and returns a callable; ``launch()``
-  confirms that nothing was closed since, calls the driver and records its stream on its buffers -- for hot
-  loops. (Another library's arrays and GrowableBuffers are read again at each call: their address can move.)
+* ``fn.launch(grid, block, *args, shared_mem=0, stream=None)`` checks each configuration once.
+  It checks the arguments whenever they are not the very same objects as last time.
+  Its host cost is close to a bare ctypes launch (bench/results/).
+* ``launch = fn.bind(grid, block, *args, ...)`` checks everything once; ``launch()`` repeats it, for hot loops.
 * a CUDA graph (:mod:`rawcuda.graphs.graph`) replays many launches with one call.
 
-Every path calls the same table row, ``cuLaunchKernelEx``, through an argtypes-free binding. Why the Ex form and
-not ``cuLaunchKernel``? Both end in the same driver code, but ``cuLaunchKernel`` takes 11 arguments and ctypes
-converts each one on every call; ``cuLaunchKernelEx`` takes 4 -- a pointer to a ``CUlaunchConfig`` (grid, block,
-shared memory, stream), the function, ``kernelParams`` and ``extra`` -- and the config is a struct built once per
-configuration. Measured on the H200 that is 17 % less host time per launch, which is most of the distance between
-ctypes and C (bench/results/, "launch floor"). The whole path, step by step, is in docs/architecture.md ("The
-launch path").
-
-A launch returns before the kernel runs, so the first two record their stream (None: the legacy one) on every
-rawcuda buffer passed (:mod:`rawcuda.core.guards.pending`), for DLPack and CUDA Array Interface consumers to wait
-on. Graphs do not.
+A launch returns before the kernel runs. So the first two record their stream (None: the legacy one) on
+every rawcuda buffer passed (:mod:`rawcuda.core.guards.pending`). DLPack and CUDA Array Interface consumers
+wait on it. Graphs do not. The launch path, step by step: docs/architecture.md ("The launch path").
 """
 
 from __future__ import annotations
@@ -46,9 +36,8 @@ from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral
 from .paramspec import POINTER_SIZE, ParamSpec
 from .stream import Stream, stream_handle
 
-# Shared memory a block may use without an opt-in. The driver's default MAX_DYNAMIC_SHARED_SIZE_BYTES is this minus
-# the kernel's *static* shared memory (measured on the H200: 8 KiB static + 41 KiB dynamic failed with
-# CUDA_ERROR_INVALID_VALUE until the kernel opted in), so the opt-in is needed above 48 KiB in all.
+# Shared memory a block may use in all, static plus dynamic, without an opt-in.
+# Why: docs/hazards.md, "Dynamic shared memory above 48 KiB needs an opt-in, static included".
 DEFAULT_SHARED_LIMIT = 48 * 1024
 POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
@@ -99,11 +88,13 @@ class Function:
 
     @property
     def handle(self) -> int:
+        """The driver's ``CUfunction``; ClosedError once the module is closed."""
         self.check_open()
         return self._handle
 
     # --- attributes and occupancy -------------------------------------------------------------------------
     def attribute(self, which: FunctionAttribute) -> int:
+        """One of the kernel's attributes, as ``cuFuncGetAttribute`` reads it."""
         self.check_open()
         self.context.activate()
         value = c_int()
@@ -111,12 +102,14 @@ class Function:
         return value.value
 
     def set_attribute(self, which: FunctionAttribute, value: int) -> None:
+        """Set one of the kernel's attributes with ``cuFuncSetAttribute``."""
         self.check_open()
         self.context.activate()
         cu.cuFuncSetAttribute(self._handle, int(which), value)
 
     @property
     def num_regs(self) -> int:
+        """The registers each thread of this kernel uses."""
         return self.attribute(FunctionAttribute.NUM_REGS)
 
     @property
@@ -126,10 +119,12 @@ class Function:
 
     @property
     def shared_size_bytes(self) -> int:
+        """The static shared memory a block of this kernel uses, in bytes."""
         return self.attribute(FunctionAttribute.SHARED_SIZE_BYTES)
 
     @property
     def local_size_bytes(self) -> int:
+        """The local memory each thread of this kernel uses, in bytes."""
         return self.attribute(FunctionAttribute.LOCAL_SIZE_BYTES)
 
     def max_active_blocks_per_sm(self, block_size: int, shared_mem: int = 0) -> int:
@@ -149,18 +144,18 @@ class Function:
         shared_mem: int = 0,
         stream: Stream | None = None,
     ) -> None:
-        """Queue the kernel on ``stream`` (the legacy default stream for None); returns before it runs.
+        """Queue the kernel on ``stream`` (the legacy default stream for None); return before it runs.
 
-        The first launch with a given (grid, block, shared_mem, stream) validates the configuration and builds
-        every driver argument as a ctypes object; the first launch with given arguments checks and packs them.
-        After that a launch is: one dict lookup, one identity check of the arguments, one cuLaunchKernelEx
-        through an argtypes-free binding of the table row -- close to a bare ctypes call -- and a check per
-        buffer that its memory already records this stream. Launching one Function from several threads at
-        once is safe (packed blocks are never rewritten).
+        The first launch with a given (grid, block, shared_mem, stream) validates the configuration.
+        It builds every driver argument as a ctypes object.
+        The first launch with given arguments checks and packs them.
+        After that a launch is one dict lookup and one identity check of the arguments.
+        Then one ``cuLaunchKernelEx`` through an argtypes-free binding: close to a bare ctypes call.
+        Last, a check per buffer that its memory already records this stream.
+        Several threads may launch one Function at once: packed blocks are never rewritten.
         """
-        # The stream by id, not the object: a cache that lived as long as the kernel (ops keeps its kernels for good)
-        # would keep every stream ever used alive, and the host arrays it holds for pending copies. An id is safe
-        # because a stream's death moves closes.generation (stream.py), which empties this cache.
+        # The stream by id, not the object, which the cache would keep alive.
+        # Why: docs/hazards.md, "The launch cache holds streams by id".
         generation = closes.generation
         packed = self._packed
         try:
@@ -170,12 +165,14 @@ class Function:
         if prepared is None or self._generation != generation:
             prepared = self.prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
             packed = self._packed
-        # The pack's own generation too, although _prepare drops the pack whenever it sees closes.generation move:
-        # another thread may have read the old pack before that drop, or packed while a close ran.
+        # The pack's own generation too: another thread may have read or made it while a close ran.
+        # Why: docs/hazards.md, "A launch checks its pack's own generation".
         if packed.generation != generation or not packed.same(args, packed.key):
             packed = self._repack(args, stream)
         ctx = self.context
-        if ctx.unusable is not None:  # the attribute, not check_usable(): one method call is 1-2 % of a launch
+        # The attribute first: check_usable() is a method call, paid only when it is set.
+        # Why: docs/hazards.md, "Small savings on the launch path".
+        if ctx.unusable is not None:
             ctx.check_usable()  # no activate(): rawcuda.core.guards.current says why a launch need not ask
         rc = launch_kernel.call(*prepared, packed.array, None)
         if rc:
@@ -184,9 +181,8 @@ class Function:
         self.last_prepared = prepared
         if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
             target = self.legacy if stream is None else stream
-            if (
-                target.capturing is None
-            ):  # a captured launch runs at replay, not now: rawcuda.core.guards.pending says why
+            # A captured launch runs at replay, not now: rawcuda.core.guards.pending says why.
+            if target.capturing is None:
                 for memory in packed.pending:
                     if memory.last() is not target:  # the same stream again costs this one call per buffer
                         memory.record(target)
@@ -194,7 +190,7 @@ class Function:
             ctx.synchronize()
 
     def _repack(self, args: tuple[Any, ...], stream: Stream | None) -> Packed:
-        """Check and pack new arguments; another library's arrays also make the stream wait for theirs."""
+        """Check and pack new arguments. Another library's arrays also make the stream wait for theirs."""
         packed = self._packed = self._packer.pack(args)
         if packed.waits:  # never reused (its `same` is always false), so this runs before every such launch
             self.context.activate()
@@ -209,7 +205,7 @@ class Function:
         shared_mem: int = 0,
         stream: Stream | None = None,
     ) -> BoundLaunch:
-        """Check and pack a launch once; calling the result repeats it at close to bare-driver cost."""
+        """Check and pack a launch once. Calling the result repeats it at close to bare-driver cost."""
         self.check_open()
         return BoundLaunch(self, grid, block, args, shared_mem, stream)
 
@@ -218,9 +214,11 @@ class Function:
         return self._packer.pack(args)
 
     def declare_read_only(self, *indices: int) -> Function:
-        """Say that the kernel only reads through these pointer parameters (0-based), so that another library's
-        read-only array (``__cuda_array_interface__`` data[1] = True) may be passed there. Why must you say it?
-        ``const`` is not part of a kernel's PTX signature: nothing else can tell. Returns the function."""
+        """Say that the kernel only reads through these pointer parameters (0-based). Returns the function.
+
+        Another library's read-only array (``__cuda_array_interface__`` data[1] = True) may then be passed there.
+        Only you can say it: ``const`` is not part of a kernel's PTX signature.
+        """
         specs = list(self.params)
         for index in indices:
             if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(specs):
@@ -236,9 +234,10 @@ class Function:
     def prepare(self, grid: Any, block: Any, shared_mem: int, stream: Stream | None) -> tuple[Any, ...]:
         """Validate once, then build the driver arguments before kernelParams: ``(&config, function)``.
 
-        The ``CUlaunchConfig`` is new for every configuration and never written again, so a launch running in
-        another thread (ctypes releases the GIL during the call) can never see it change; ``byref`` keeps it
-        alive for as long as the tuple is cached."""
+        The ``CUlaunchConfig`` is new for every configuration and never written again.
+        So a launch in another thread can never see it change. ``byref`` keeps it alive while the tuple is cached.
+        """
+        # Why: docs/hazards.md, "Launch arguments are never rewritten".
         self.check_open()
         if self._generation != closes.generation:
             # Something was closed: a cached stream handle might be stale, and a packed buffer freed.
@@ -285,6 +284,7 @@ class Function:
         return config
 
     def _limits(self) -> dict[str, Any]:
+        """The device's and the kernel's limits on a launch, read once."""
         if self._limit_cache is None:
             dev = self.context.device
             self._limit_cache = {
@@ -297,6 +297,7 @@ class Function:
         return self._limit_cache
 
     def _configure_shared(self, shared_mem: int, limits: dict[str, Any]) -> None:
+        """Check ``shared_mem`` against the device. Above the default limit, opt the kernel in."""
         if integral(shared_mem) is None or shared_mem < 0:
             raise ValueError(f"shared_mem must be a byte count >= 0, got {shared_mem!r}")
         shared_mem = int(shared_mem)

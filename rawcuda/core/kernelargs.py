@@ -1,48 +1,16 @@
 """Core: kernel arguments -- the ``void **kernelParams`` array, checked and packed safely, and only once.
 
-``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the *value* of argument i, and trusts it
-blindly: four bytes where the kernel reads eight, or one argument too few, and the kernel reads garbage. cust
-does not check it either: its ``launch!`` (inside ``unsafe``) only requires each argument to be ``DeviceCopy``,
-so a wrong count or width compiles and is undefined behaviour. (The seed's ``#[cust::kernel]`` does not exist;
-``#[kernel]`` is ``cuda_std``'s, for kernels written *in Rust*.) rawcuda checks at launch time, against the
-kernel's real signature -- from its PTX ``.entry`` (types and sizes), or for a cubin from ``cuFuncGetParamInfo``
-(sizes only) -- and raises ``TypeError``/``ValueError`` *before* the driver is called: a stronger check than
-cust's, not a stand-in for a compile-time one.
+``cuLaunchKernel`` takes an array of N pointers, the i-th pointing at the value of argument i.
+It trusts the array blindly: one argument too few, or four bytes for eight, and the kernel reads garbage.
+So :class:`ArgPacker` checks each argument against the kernel's real signature first.
+The signature comes from the PTX ``.entry`` (types and sizes), or from ``cuFuncGetParamInfo`` (sizes only).
+A bad argument raises :class:`ArgumentError`, a ``TypeError``, before the driver is called.
+:class:`ArgPacker` lists what each kind of parameter takes.
 
-The rules, per parameter:
-
-* 8-byte integer parameters (``.u64``/``.s64``/``.b64``: pointers and ``size_t`` look the same in PTX) take a
-  ``DeviceBuffer`` or ``GrowableBuffer`` (its address), anything else with ``__cuda_array_interface__`` (a
-  torch or CuPy array, read as :mod:`rawcuda.protocols.cai` says: its stream waited for, read-only and strided
-  arrays refused), a Python ``int`` or an 8-byte numpy integer. A *host* numpy array is refused.
-* Other integer parameters take a Python ``int`` or a numpy integer of exactly that width.
-* A Python ``int`` must fit the parameter, by the rule below -- never arrive *wrapped* (-1 as a ``size_t`` is
-  2^64 - 1, and the kernel walks off its buffer; 2^31 as an ``int`` is -2^31, and it does nothing).
-
-Which ints fit -- from what nvcc really writes. Compiling ``extern "C" __global__ void k(int, unsigned, short,
-char, bool, long long, size_t, ptrdiff_t, float *)`` with nvcc 13.0 gives ``.u32, .u32, .u16, .u8, .u8, .u64,
-.u64, .u64, .u64``: every C integer becomes an *unsigned* PTX type, signed or not, and every pointer is ``.u64``
-(nvcc never writes ``.s`` or a scalar ``.b``; hand-written PTX and other compilers may). So the PTX cannot tell
-``int`` from ``unsigned``, nor ``long long`` from ``size_t``:
-
-* ``.s8`` ... ``.s64`` say signed: -2^(n-1) .. 2^(n-1)-1.
-* ``.u8``/``.u16``/``.u32`` and ``.b8``/``.b16``/``.b32`` (raw bits) may be either C type: -2^(n-1) ..
-  2^n-1, so -1 reaches an ``int`` and 4,000,000,000 an ``unsigned``. Past that, the kernel needs a
-  wider parameter (``size_t``), and the error says so.
-* ``.u64``/``.b64`` (and an 8-byte parameter known only by size): 0 .. 2^64-1. This is where every pointer
-  and ``size_t`` lands, and a negative address or size is always a bug -- usually a difference that went
-  below zero -- so it is refused rather than passed as 2^64 - k. The price: a genuinely signed 64-bit
-  parameter (``long long``, ``int64_t``) takes a negative value as ``np.int64(v)``, which states its own
-  type. Numpy integers of the exact width pass their bits as they are, except that a ``.s`` parameter
-  refuses an unsigned one above its signed maximum.
-* Float parameters take a Python ``float``/``int`` or a numpy float of exactly that width:
-  ``np.float64(1.0)`` for an ``f32`` parameter is a ``TypeError``, never a silent narrowing.
-* By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
-
-Speed: arguments are checked and packed when they change; the very same objects as last time (nothing closed
-since) reuse the packed block -- an identity check per argument. The pack holds buffers weakly (:func:`identity_key`)
-and lists their PendingStreams (``Packed.pending``), where the launch records its stream. A packed block is never
-rewritten, so two threads launching one kernel never see each other's arguments.
+Arguments are checked and packed only when they change. The very same objects as last time reuse the packed
+block, unless something was closed since. The pack holds buffers weakly (:func:`identity_key`).
+It lists their PendingStreams (``Packed.pending``), where the launch records its stream.
+A packed block is never rewritten, so two threads launching one kernel never see each other's arguments.
 """
 
 from __future__ import annotations
@@ -62,13 +30,15 @@ from .closecounter import closes
 from .devicebuffer import DeviceBuffer
 from .paramspec import BITS_PER_BYTE, FLOAT_SLOT, POINTER_SIZE, UINT_SLOT, ParamSpec, out_of_range
 
-#: Checks one argument, stores it in its slot, appends a stream the launch must wait for (see interop) to the
-#: list, and says whether the packed block may be reused for the very same object next time.
+# Why: docs/hazards.md, "Kernel arguments are checked at launch time".
+
+#: Checks one argument and stores it in its slot. It appends any stream the launch must wait for to the list.
+#: It returns whether the packed block may be reused for the very same object next time.
 Setter = Callable[[Any, Any, list[int]], bool]
 
 
-#: rawcuda memory classes defined above core (a GrowableBuffer) -> how a launch reads the DeviceBuffer they
-#: stand for. Why a table? core must not import extras/; each such class registers itself here.
+#: rawcuda memory classes defined above core (a GrowableBuffer) -> the DeviceBuffer they stand for now.
+#: A table, because core must not import extras/: each such class registers itself here.
 MEMORY_VIEWS: dict[type, Callable[[Any], DeviceBuffer]] = {}
 
 
@@ -107,8 +77,8 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
             slot.value = value & mask
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
-            # The common case costs one property (ptr) and one identity check: this runs for every buffer
-            # argument whenever a launch's arguments change.
+            # The common case costs one property (ptr) and one identity check.
+            # It runs for every buffer argument whenever a launch's arguments change.
             if context is not None and value.context is not context and value.context.raw_handle != context.raw_handle:
                 raise ArgumentError(
                     f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
@@ -145,8 +115,8 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
                 slot.value = foreign_pointer(value, spec.read_only, waits, cai)
             except ForeignArrayError as exc:
                 raise ArgumentError(str(exc)) from None
-            # Another library's object: its address may change and its stream must be waited for at every
-            # launch, so it is read again each time, never cached.
+            # Another library's object: its address may change, and every launch must wait for its stream.
+            # So it is read again each time, never cached.
             return False
         if isinstance(value, float | np.floating):
             raise ArgumentError(f"a float ({value!r}) where the kernel expects {spec.describe()}")
@@ -177,9 +147,8 @@ def _float_setter(spec: ParamSpec) -> Setter:
 
 
 def _word_setter(spec: ParamSpec, context: Any = None) -> Setter:
-    # A parameter known only by its size (cubin/fatbin). Numpy scalars say their type, so their bits are
-    # stored as they are; an 8-byte parameter also takes what an 8-byte integer parameter takes
-    # (pointers, Python ints), since that is what it almost always is.
+    # A parameter known only by its size (cubin/fatbin). Numpy scalars say their type: their bits are stored as is.
+    # An 8-byte one is almost always a pointer, so it also takes what an 8-byte integer parameter takes.
     as_integer = _int_setter(spec, context) if spec.size == 8 else None
 
     def put(slot: Any, value: Any, waits: list[int]) -> bool:
@@ -229,12 +198,11 @@ def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Setter]
 def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]]:
     """What a pack remembers of its arguments, and the function that tells whether a launch passes them again.
 
-    Why not keep the arguments themselves? A kernel object lives long (ops keeps one per context), so the
-    last arguments it kept would live as long -- ``ops.gelu(out, x); del x`` would never free ``x``'s
-    device memory. So buffers are remembered by *weak* reference (``key[i]() is a[i]``: a buffer that has
-    died can never match again), and everything else -- numbers, which hold no device memory -- by the
-    object itself (``key[i] is a[i]``).
+    Buffers are remembered by weak reference (``key[i]() is a[i]``). A buffer that has died never matches again.
+    Everything else is remembered as the object itself (``key[i] is a[i]``): numbers hold no device memory.
+    So a kernel object, which lives long, never keeps its last buffers alive.
     """
+    # Why: docs/hazards.md, "A pack remembers buffers weakly".
     weak = tuple(isinstance(a, DeviceBuffer) for a in args)
     key = tuple(weakref.ref(a) if w else a for a, w in zip(args, weak, strict=True))
     return key, _checker(weak)
@@ -246,10 +214,11 @@ _checkers: dict[tuple[bool, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], b
 def _checker(weak: tuple[bool, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
     """``lambda a, k: len(a) == N and k[0]() is a[0] and k[1] is a[1] ...`` for one pattern of weak positions.
 
-    Why generate it? ``all(map(operator.is_, ...))`` costs about three times an unrolled expression, and
-    this check runs on every launch. The source is built from nothing but the pattern (booleans), the way
-    the standard library builds namedtuple classes; one function per pattern, made once.
+    The check runs on every launch, and an unrolled expression is the fastest form of it.
+    Its source is built from the pattern's booleans alone, as namedtuple builds its classes.
+    One function per pattern is made, once.
     """
+    # Why: docs/hazards.md, "The argument identity check is generated code".
     check = _checkers.get(weak)
     if check is None:
         terms = [f"k[{i}]() is a[{i}]" if w else f"k[{i}] is a[{i}]" for i, w in enumerate(weak)]
@@ -258,6 +227,7 @@ def _checker(weak: tuple[bool, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ..
 
 
 def _never(a: tuple[Any, ...], k: tuple[Any, ...]) -> bool:
+    """The check of a pack that must not be reused: it matches nothing."""
     return False
 
 
@@ -282,12 +252,28 @@ EMPTY_PACK = Packed((), _never, None, -1, [], [], ())
 class ArgPacker:
     """Turns a tuple of Python arguments into the ``void **kernelParams`` array for one kernel.
 
-    Each :meth:`pack` builds *new* slots and a new array, and returns them with the arguments they were
-    built from. Never rewriting a packed block is what makes it safe to share: ctypes releases the GIL
-    during cuLaunchKernel, so a block that another thread could rewrite mid-call would launch with the
-    wrong arguments. The caller keeps the latest pack and reuses it while the arguments are the same
-    objects (see Function.launch).
+    What each parameter takes:
+
+    * An 8-byte integer (``.u64``, ``.s64``, ``.b64``) may be a pointer: PTX writes pointers and ``size_t`` alike.
+      It takes a ``DeviceBuffer`` or ``GrowableBuffer`` (its address), a Python ``int`` or an 8-byte numpy integer.
+      It also takes any object with ``__cuda_array_interface__``, such as a torch or CuPy array.
+      :mod:`rawcuda.protocols.cai` reads it: its stream is waited for, read-only and strided arrays are refused.
+      A host numpy array is refused.
+    * Other integer parameters take a Python ``int`` or a numpy integer of exactly that width.
+      :mod:`rawcuda.core.paramspec` says which ints fit. A numpy integer passes its bits as they are.
+      But a ``.s`` parameter refuses an unsigned one above its signed maximum.
+    * Float parameters take a Python ``float`` or ``int``, or a numpy float of exactly that width.
+      ``np.float64(1.0)`` for an ``f32`` parameter is an error, never a silent narrowing.
+    * A parameter known only by its size (a cubin) takes a numpy scalar of that width.
+      An 8-byte one also takes what an 8-byte integer takes.
+    * By-value structs (``.align N .b8 x[K]``) take ``bytes``, a ctypes ``Structure`` or a numpy record of K bytes.
+
+    Each :meth:`pack` builds new slots and a new array, and returns them with the arguments they came from.
+    A packed block is never rewritten, so threads may share it. The caller keeps the latest pack.
+    It reuses it while the arguments are the very same objects (see ``Function.launch``).
     """
+
+    # Why: docs/hazards.md, "Launch arguments are never rewritten".
 
     def __init__(self, kernel: str, specs: Sequence[ParamSpec], context: Any = None) -> None:
         self.kernel = kernel
@@ -296,6 +282,7 @@ class ArgPacker:
         self._makers = [_slot_and_setter(s, context) for s in self.specs]
 
     def pack(self, args: tuple[Any, ...]) -> Packed:
+        """Check ``args`` and pack them into new slots and a new array."""
         if len(args) != len(self._makers):
             raise ArgumentError(
                 f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) but {len(args)} were given"
@@ -309,13 +296,14 @@ class ArgPacker:
                 raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
             slots.append(slot)
         array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
-        # tuple.__new__ rather than Packed(...): a NamedTuple's generated __new__ is a Python call, and this
-        # line runs whenever a launch's arguments change.
+        # tuple.__new__ rather than Packed(...): it saves a Python call.
+        # Why: docs/hazards.md, "Small savings on the launch path".
         key, same = identity_key(args) if cacheable else ((), _never)
-        # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer): once per pack, so that a
-        # launch only walks a short tuple. Views share their base's.
+        # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer), once each.
+        # Listed once per pack, so that a launch only walks a short tuple. Views share their base's.
         pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
         return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending))
 
     def signature(self) -> str:
+        """The kernel's parameter types, for messages: ``u64, u64, u32``."""
         return ", ".join(s.ptx_type for s in self.specs)

@@ -1,22 +1,12 @@
 """Core: a launch configuration -- grid and block checked as whole numbers, and the struct the driver reads.
 
-A launch needs a grid (how many blocks) and a block (how many threads each), each up to three dimensions,
-plus the bytes of dynamic shared memory and a stream. Python callers write ``256``, ``(64, 4)`` or
-``np.int64(8)``; :func:`dims` turns each into the ``(x, y, z)`` the driver takes, or says what is wrong.
+A launch needs a grid (how many blocks) and a block (how many threads each), each up to three dimensions. It
+also needs the bytes of dynamic shared memory and a stream. Python callers write ``256``, ``(64, 4)`` or
+``np.int64(8)``. :func:`dims` turns each into the ``(x, y, z)`` the driver takes, or says what is wrong.
 
-``cuLaunchKernelEx`` reads all of it from one ``CUlaunchConfig`` struct (cuda.h):
-
-    struct CUlaunchConfig {             offset  size
-        unsigned gridDimX, Y, Z;            0    12
-        unsigned blockDimX, Y, Z;          12    12
-        unsigned sharedMemBytes;           24     4
-        CUstream hStream;                  32     8   (4 bytes of padding before it: 8-byte alignment)
-        CUlaunchAttribute *attrs;          40     8
-        unsigned numAttrs;                 48     4   (+4 padding: sizeof is 56)
-    };
-
-:func:`launch_config` builds one per checked configuration. Why a struct rather than cuLaunchKernel's 11
-arguments? ctypes converts every argument of every call; a struct built once is converted never (see
+``cuLaunchKernelEx`` reads all of it from one ``CUlaunchConfig`` struct; its layout is drawn above
+:func:`launch_config`, which builds one per checked configuration. Why a struct rather than cuLaunchKernel's 11
+arguments? ctypes converts every argument of every call. A struct built once is converted never (see
 rawcuda.core.function).
 """
 
@@ -33,6 +23,16 @@ from rawcuda.ffi.types import CUlaunchConfig
 LaunchConfig = tuple[int, int, int, int, int, int, int]
 
 
+# The struct cuLaunchKernelEx reads (cuda.h):
+#
+#     struct CUlaunchConfig {             offset  size
+#         unsigned gridDimX, Y, Z;            0    12
+#         unsigned blockDimX, Y, Z;          12    12
+#         unsigned sharedMemBytes;           24     4
+#         CUstream hStream;                  32     8   (4 bytes of padding before it: 8-byte alignment)
+#         CUlaunchAttribute *attrs;          40     8
+#         unsigned numAttrs;                 48     4   (+4 padding: sizeof is 56)
+#     };
 def launch_config(config: LaunchConfig, h_stream: int | None) -> CUlaunchConfig:
     """A ``CUlaunchConfig`` for a checked configuration on stream ``h_stream``, with no launch attributes."""
     cfg = CUlaunchConfig()
@@ -49,8 +49,10 @@ def launch_config_of(call: tuple[Any, ...]) -> CUlaunchConfig:
 
 
 def config_summary(call: tuple[Any, ...]) -> tuple[Any, ...]:
-    """(grid, block, shared_mem, stream handle) of a launch's driver arguments, as the driver was given them
-    (``(0, 0, 0, None)`` for no launch at all)."""
+    """(grid, block, shared_mem, stream handle) of a launch's driver arguments, as the driver was given them.
+
+    For no launch at all it is ``(0, 0, 0, None)``.
+    """
     if not call:
         return (0, 0, 0, None)
     cfg = launch_config_of(call)
@@ -70,9 +72,9 @@ def hashable(dims: Any) -> Any:
 def integral(value: Any) -> int | None:
     """``value`` as an int if it is a number equal to one (3, np.int64(3), 3.0, True), else None.
 
-    Why accept 3.0? Launch configurations are cached by value, and 3.0 == 3 (with the same hash) in Python:
-    a cache keyed by value cannot tell them apart, so the rule must not either. A number that is not a
-    whole number (1.5) is refused; so is anything that is not a number ("8", None).
+    Why accept 3.0? Launch configurations are cached by value, and 3.0 == 3 (with the same hash) in Python. A
+    cache keyed by value cannot tell them apart, so the rule must not either. A number that is not a whole
+    number (1.5) is refused. So is anything that is not a number ("8", None).
     """
     if isinstance(value, int | np.integer):
         return int(value)
@@ -82,7 +84,10 @@ def integral(value: Any) -> int | None:
 
 
 def dims(what: str, value: Any) -> tuple[int, int, int]:
-    """(x, y, z) from an int or a tuple of 1 to 3 whole numbers."""
+    """(x, y, z) from an int or a tuple of 1 to 3 whole numbers.
+
+    Raises TypeError for anything else, and ValueError for a dimension below 1. ``what`` names it in the message.
+    """
     dims = tuple(value) if isinstance(value, tuple | list) else (value,)
     whole = [integral(d) for d in dims]
     if not 1 <= len(dims) <= 3 or any(d is None for d in whole):

@@ -1,17 +1,16 @@
-"""Core: modules (loaded PTX / cubin / fatbin) and their kernels, launched with checked arguments.
+"""Core: modules (loaded PTX, cubin or fatbin) and their kernels, launched with checked arguments.
 
-Loading PTX means the driver's JIT compiles it for this GPU, and when that fails, the only explanation
-is in the JIT's error log -- which you get only if you hand cuModuleLoadDataEx a log buffer. rawcuda
-always does, and puts the log into the exception.
+Loading PTX means the driver's JIT compiles it for this GPU. When that fails, the only explanation is in the
+JIT's error log. You get it only if you hand cuModuleLoadDataEx a log buffer. rawcuda always does, and puts the
+log into the exception.
 
-Before loading PTX, its ``.version`` (PTX ISA) is compared with the newest this driver understands.
-PTX from a toolkit newer than the driver fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222), and the
-error message then says both versions and both fixes (update the driver, or compile with an older
-toolkit / ship a cubin).
+Before loading PTX, rawcuda compares its ``.version`` (PTX ISA) with the newest this driver understands. PTX
+from a toolkit newer than the driver fails with CUDA_ERROR_UNSUPPORTED_PTX_VERSION (222). The error message then
+says both versions and both fixes: update the driver, or compile with an older toolkit or ship a cubin.
 
-A kernel is found by its *symbol* name: C++ mangles names (``_Z10vector_addPfPKfS1_m``) unless the kernel
-is declared ``extern "C"``. When a name is missing, the error lists the module's kernels and points out a
-mangled near-miss.
+A kernel is found by its *symbol* name. C++ mangles names (``_Z10vector_addPfPKfS1_m``) unless the kernel is
+declared ``extern "C"``. When a name is missing, the error lists the module's kernels and points out a mangled
+near-miss.
 """
 
 from __future__ import annotations
@@ -73,7 +72,13 @@ def _unload(handle: int) -> None:
 
 
 class Module(Resource):
-    """Code loaded into a context: ``Module("kernels.ptx")``, ``Module(ptx_text)`` or ``Module(cubin_bytes)``."""
+    """Code loaded into a context: ``Module("kernels.ptx")``, ``Module(ptx_text)`` or ``Module(cubin_bytes)``.
+
+    ``context`` is the default context when None. ``name`` labels the module in errors. ``jit_options`` go to
+    cuModuleLoadDataEx beside the log buffers. Raises FileNotFoundError for a missing file, TypeError for any
+    other kind of image, and ModuleLoadError for PTX newer than the driver. A failed load raises its CudaError
+    with the JIT logs attached (``jit_log``, ``info_log``).
+    """
 
     close_order = CloseOrder.MODULE
 
@@ -99,9 +104,7 @@ class Module(Resource):
         super().__init__(ctx)
         self._handle = handle
         self._own(_unload, handle)
-        # Weak values: a Function holds its Module (a kernel lives as long as its module), so a module holding
-        # its Functions strongly would be a reference cycle -- a dropped module would wait for the cyclic GC
-        # (with gc.disable(), forever) to be unloaded.
+        # Weak values: a Function holds its Module. Why: docs/hazards.md, "A module knows its kernels weakly".
         self._functions: weakref.WeakValueDictionary[str, Function] = weakref.WeakValueDictionary()
 
     def _check_ptx_version(self, info: ptx.PtxInfo) -> None:
@@ -182,7 +185,11 @@ class Module(Resource):
         return names
 
     def function(self, name: str) -> Function:
-        """The kernel called ``name`` (asking twice returns the same Function, while you hold it)."""
+        """The kernel called ``name``. Asking twice returns the same Function, while you hold it.
+
+        Raises TypeError for a name that is not a str. Raises NotFoundError, listing the module's kernels, for
+        a name it lacks.
+        """
         self.check_open()
         if not isinstance(name, str):
             raise TypeError(f"a kernel name is a str, e.g. module.function('vector_add'), not {type(name).__name__}")
@@ -224,11 +231,11 @@ class Module(Resource):
             specs.append(ParamSpec.from_size(size.value))
 
     def loaded_functions(self) -> list[Function]:
-        """The Functions asked for so far (each name once), while the module is open."""
+        """The Functions asked for so far and still alive, each name once. Empty once the module is closed."""
         return list(self._functions.values()) if not self._closed else []
 
     def close(self) -> None:
-        """Unload the module; its Functions become closed too (their ``closed`` is the module's)."""
+        """Unload the module. Its Functions become closed too: their ``closed`` is the module's."""
         super().close()
 
     def __repr__(self) -> str:

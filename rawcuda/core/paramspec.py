@@ -1,8 +1,16 @@
 """Core: what one kernel parameter accepts -- its kind, its size, and the integers that fit it.
 
-nvcc writes every C integer as an unsigned PTX type, so ``int`` and ``unsigned`` look alike. The
-ranges below accept what either C type holds, and refuse what would arrive wrapped.
-docs/architecture.md ("Kernel arguments") gives the whole rule.
+nvcc writes every C integer as an unsigned PTX type: ``int`` and ``unsigned`` are both ``.u32``.
+So a Python ``int`` must fit what either C type holds, and never arrive wrapped.
+A wrapped -1 as a ``size_t`` is ``2**64-1``, and the kernel walks off its buffer.
+
+* ``.s8`` ... ``.s64`` say signed: ``-2**(n-1)..2**(n-1)-1``.
+* ``.u8``/``.u16``/``.u32`` and ``.b8``/``.b16``/``.b32`` take ``-2**(n-1)..2**n-1``.
+  Past that, the kernel needs a wider parameter, and the error says so.
+* ``.u64``/``.b64`` take ``0..2**64-1``: pointers and sizes land there, and a negative one is a bug.
+  A signed 64-bit parameter takes a negative value as ``np.int64(v)``.
+
+What nvcc writes for each C type: docs/hazards.md, "What nvcc writes for each C integer type".
 """
 
 from __future__ import annotations
@@ -12,30 +20,19 @@ from dataclasses import dataclass
 
 from rawcuda.core.ptx import Param
 
-BITS_PER_BYTE = 8
-
-
-POINTER_SIZE = 8  # bytes: pointers, size_t and every 64-bit C integer are .u64 to nvcc (see above)
-
-
+BITS_PER_BYTE = 8  # a parameter's size is in bytes; its range is in bits
+POINTER_SIZE = 8  # bytes. nvcc writes pointers, size_t and every 64-bit C integer as .u64.
 SIGNED_PREFIX = "s"  # .s8 .s16 .s32 .s64: the only PTX integer types that state a sign
-
-
+# The slot of each integer size: unsigned, since a value is stored as its masked bits.
 UINT_SLOT = {1: ctypes.c_uint8, 2: ctypes.c_uint16, 4: ctypes.c_uint32, 8: ctypes.c_uint64}
-
-
-FLOAT_SLOT = {4: ctypes.c_float, 8: ctypes.c_double}
-
-
-_FLOAT_TYPES = {"f32", "f64"}
-
-
-_HALF_TYPES = {"f16", "bf16"}
+FLOAT_SLOT = {4: ctypes.c_float, 8: ctypes.c_double}  # the slots of .f32 and .f64 parameters
+_FLOAT_TYPES = {"f32", "f64"}  # the float parameters a Python float may fill
+_HALF_TYPES = {"f16", "bf16"}  # no Python scalar holds these: they are passed as bytes
 
 
 @dataclass(frozen=True)
 class ParamSpec:
-    """What one kernel parameter accepts: ``kind`` is "int", "float", "bytes" or "word" (size only)."""
+    """What one kernel parameter accepts. ``kind`` is "int", "float", "bytes" or "word" (known by size only)."""
 
     kind: str
     size: int
@@ -55,16 +52,16 @@ class ParamSpec:
 
     @classmethod
     def from_size(cls, size: int) -> ParamSpec:
-        """From cuFuncGetParamInfo (a cubin has no types): 8 bytes may be a pointer; others need numpy scalars."""
+        """From ``cuFuncGetParamInfo``: a cubin has no types. 8 bytes may be a pointer; others need numpy scalars."""
         return cls("word" if size in UINT_SLOT else "bytes", size, f"{size} bytes")
 
     @property
     def signed(self) -> bool:
-        """True only for the .s types; nvcc's .u types may hold a signed C type too (module docstring)."""
+        """True only for the .s types. nvcc's .u types may hold a signed C type too (module docstring)."""
         return self.ptx_type.startswith(SIGNED_PREFIX)
 
     def int_range(self) -> tuple[int, int]:
-        """The Python ints this integer parameter accepts, (lowest, highest): the rule of the module docstring."""
+        """The Python ints this integer parameter accepts, as (lowest, highest). The module docstring gives the rule."""
         bits = BITS_PER_BYTE * self.size
         if self.signed:
             return -(1 << (bits - 1)), (1 << (bits - 1)) - 1
@@ -79,6 +76,7 @@ class ParamSpec:
         return f"{f'-2**{bits - 1}' if low else '0'}..2**{bits if high.bit_length() == bits else bits - 1}-1"
 
     def describe(self) -> str:
+        """What the parameter takes, in words, for error messages."""
         if self.kind == "word" and self.size == 8:
             return "8 bytes: a device pointer (DeviceBuffer), a Python int >= 0, or an 8-byte numpy scalar"
         bits = BITS_PER_BYTE * self.size
@@ -99,7 +97,7 @@ class ParamSpec:
 
 
 def out_of_range(value: int, spec: ParamSpec) -> str:
-    """Why the Python int ``value`` does not fit the integer parameter ``spec``, and what to do instead."""
+    """Why the Python int ``value`` does not fit the integer parameter ``spec``. It also says what to do instead."""
     problem = f"{value} does not fit {spec.describe()}"
     if value < 0 and spec.int_range()[0] == 0:
         return (

@@ -1,45 +1,15 @@
 """Core: read a PTX module's header and kernel signatures -- no driver, no GPU, no CUDA toolkit needed.
 
-PTX is the GPU's portable assembly: nvcc compiles CUDA C++ to it, and the driver's JIT compiles it to
-the machine code of whatever GPU it runs on. It is plain text, and the part rawcuda needs is small::
+PTX is the GPU's portable assembly. nvcc compiles CUDA C++ to it.
+The driver's JIT compiles it to the machine code of whatever GPU it runs on.
+It is plain text, and the part rawcuda needs is small: :class:`Entry` shows it.
 
-    .version 9.0                  // PTX ISA version: the driver must understand at least this one
-    .target sm_80                 // the oldest GPU architecture the code may run on
-    .address_size 64
-
-    .visible .entry vector_add(   // a kernel: what cuModuleGetFunction looks up by name
-        .param .u64 vector_add_param_0,              // float *c     (a pointer is just a 64-bit integer)
-        .param .f32 vector_add_param_1,              // float a
-        .param .align 8 .b8 vector_add_param_2[16]   // struct {double d; int i;} passed by value
-    )
-    .maxntid 256, 1, 1            // from __launch_bounds__(256): launching more threads fails
-    { ... }
-
-Why does a Python package parse it? ``cuLaunchKernel`` takes an array of *pointers to* argument values
-and trusts it completely: pass a 4-byte int where the kernel reads 8 bytes, or one argument too few,
-and the kernel silently reads garbage. The seed article credits ``#[cust::kernel]`` with catching that at
-compile time, but no such macro exists: cust's ``launch!`` only requires each argument to be ``DeviceCopy``
-(a wrong count or width compiles, and is undefined behaviour), and ``#[kernel]`` is ``cuda_std``'s, for
-kernels written in Rust. rawcuda catches it at launch time, before the driver is called, by checking the
-arguments against the signature read from here -- more than cust checks. The same signatures go into the
-kernel build manifest.
-
-What this parser understands (and what it deliberately ignores):
-
-* ``//`` and ``/* */`` comments anywhere, but not inside string literals (``.file 1 "/a//b.cu"``).
-* ``.version``, ``.target`` (all of its comma-separated tokens, e.g. ``sm_80, debug``), ``.address_size``
-  (32 when absent, as the PTX ISA specifies).
-* every ``.entry``, ``.visible`` or not, mangled or ``extern "C"``, in file order. ``.func`` device
-  functions are not kernels and are skipped. An ``.extern .entry`` *declaration* (no body) is skipped
-  too: the kernel is not in this module.
-* each kernel parameter in every form nvcc and LLVM emit: scalars (``.param .u32 x``), pointers with
-  their state space and pointee alignment (``.param .u64 .ptr .global .align 4 x``), and by-value
-  aggregates as byte arrays (``.param .align 8 .b8 x[16]``).
-* performance directives between ``)`` and ``{`` (``.maxntid``, ``.reqntid``, ``.minnctapersm`` ...), kept
-  as :attr:`Entry.directives`.
-* instruction bodies are not interpreted: only the ``.entry`` headers (name, parameters, directives)
-  are read, so new instructions in a future PTX ISA cannot break the parser.
+Why does a Python package parse it? ``cuLaunchKernel`` trusts its array of argument pointers completely.
+So a launch checks its arguments against the signature read here, before the driver is called.
+The same signatures go into the kernel build manifest.
+:func:`parse` says what the parser reads, and what it deliberately ignores.
 """
+# Why: docs/hazards.md, "Kernel arguments are checked at launch time".
 
 from __future__ import annotations
 
@@ -111,10 +81,11 @@ PERFORMANCE_DIRECTIVES = frozenset(
 class Param:
     """One kernel parameter as PTX declares it.
 
-    ``size`` is the bytes the kernel reads for it (element size times ``count`` for arrays) -- the size
-    of the value a launch must pass. ``align`` is the parameter's own alignment: an explicit
-    ``.param .align N`` or else the element size. For a ``.ptr`` parameter the ``.align N`` after the
-    state space is the alignment of the memory *pointed to*, so it is kept apart, as ``pointee_align``.
+    ``size`` is the bytes the kernel reads for it: the size of the value a launch must pass.
+    For arrays it is the element size times ``count``.
+    ``align`` is the parameter's own alignment: an explicit ``.param .align N``, or else the element size.
+    For a ``.ptr`` parameter, the ``.align N`` after the state space is the alignment of the memory *pointed to*.
+    So it is kept apart, as ``pointee_align``.
     """
 
     name: str
@@ -142,8 +113,21 @@ class Param:
 class Entry:
     """A kernel: its name (what ``cuModuleGetFunction`` takes) and its parameters in order.
 
-    ``directives`` holds the performance directives in source order, e.g.
-    ``(("maxntid", (256, 1, 1)), ("minnctapersm", (2,)))`` from ``__launch_bounds__(256, 2)``.
+    ``directives`` holds the performance directives in source order.
+    ``__launch_bounds__(256, 2)`` gives ``(("maxntid", (256, 1, 1)), ("minnctapersm", (2,)))``.
+    This is all of a module the parser reads (the comments say what each line is)::
+
+        .version 9.0                  // PTX ISA version: the driver must understand at least this one.
+        .target sm_80                 // The oldest GPU architecture the code may run on.
+        .address_size 64              // Pointers are 64 bits.
+
+        .visible .entry vector_add(   // A kernel: what cuModuleGetFunction looks up by name.
+            .param .u64 vector_add_param_0,              // float *c. A pointer is just a 64-bit integer.
+            .param .f32 vector_add_param_1,              // float a.
+            .param .align 8 .b8 vector_add_param_2[16]   // struct {double d; int i;} passed by value.
+        )
+        .maxntid 256, 1, 1            // From __launch_bounds__(256): launching more threads fails.
+        { ... }
     """
 
     name: str
@@ -151,7 +135,7 @@ class Entry:
     directives: tuple[tuple[str, tuple[int, ...]], ...] = ()
 
     def directive(self, name: str) -> tuple[int, ...] | None:
-        """The values of a performance directive (``"maxntid"`` -> ``(256, 1, 1)``), or None."""
+        """The values of a performance directive, or None: ``"maxntid"`` gives ``(256, 1, 1)``."""
         for key, values in self.directives:
             if key == name.lstrip("."):
                 return values
@@ -159,8 +143,10 @@ class Entry:
 
     @property
     def param_bytes(self) -> int:
-        """Bytes of the parameter block with every parameter at its alignment (the driver's limit
-        is 4 KiB before CUDA 12.1 and 32 KiB after, on Volta and newer)."""
+        """Bytes of the parameter block, with every parameter at its alignment.
+
+        The driver's limit is 4 KiB before CUDA 12.1, and 32 KiB after on Volta and newer.
+        """
         offset = 0
         for p in self.params:
             offset = -(-offset // p.align) * p.align + p.size
@@ -209,6 +195,7 @@ _NUMBERS = re.compile(r"[\s\d,]*")
 
 
 def _entries(text: str) -> Iterator[Entry]:
+    """Every kernel with a body, in file order."""
     masked = without_strings(text)
     for m in _ENTRY.finditer(masked):
         entry = _parse_entry(text, masked, m.end())
@@ -244,8 +231,10 @@ def _skip_space(text: str, pos: int) -> int:
 def _parse_directives(
     masked: str, pos: int, kernel: str, line: int
 ) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], bool]:
-    """Read the directives between ``)`` and the body. True when a body ``{`` follows; False for ``;``
-    (an ``.extern .entry`` declaration: the kernel is defined in another module)."""
+    """Read the directives between ``)`` and the body. Also say whether a body ``{`` follows.
+
+    False means a ``;``: an ``.extern .entry`` declaration, whose kernel is defined in another module.
+    """
     found: list[tuple[str, tuple[int, ...]]] = []
     while True:
         pos = _skip_space(masked, pos)
@@ -272,6 +261,7 @@ def _parse_directives(
 
 
 def _parse_params(text: str, kernel: str, line: int) -> tuple[Param, ...]:
+    """The parameters between ``(`` and ``)``, in order."""
     declarations = [d.strip() for d in text.split(",")]
     if declarations == [""]:
         return ()
@@ -279,6 +269,7 @@ def _parse_params(text: str, kernel: str, line: int) -> tuple[Param, ...]:
 
 
 def _parse_param(decl: str, kernel: str, line: int, index: int) -> Param:
+    """One parameter declaration, or a PtxParseError that names the forms it may take."""
     m = _PARAM.fullmatch(decl)
     where = f"line {line}: .entry {kernel}, parameter {index} {' '.join(decl.split())!r}"
     if m is None:
@@ -306,10 +297,26 @@ def _parse_param(decl: str, kernel: str, line: int, index: int) -> Param:
 
 
 def parse(text: str | bytes) -> PtxInfo:
-    """Parse PTX text (or bytes, e.g. a module image with its trailing NUL) into a :class:`PtxInfo`.
+    """Parse PTX text into a :class:`PtxInfo`. Bytes work too, such as a module image with its trailing NUL.
 
-    Raises :class:`PtxParseError` naming what is missing or malformed, and TypeError for something that
-    is not text at all (None, a path: ``parse_file`` reads a file).
+    Raises :class:`PtxParseError` naming what is missing or malformed.
+    Raises TypeError for something that is not text at all (None, a path: ``parse_file`` reads a file).
+
+    What the parser understands, and what it deliberately ignores:
+
+    * ``//`` and ``/* */`` comments anywhere, but not inside string literals (``.file 1 "/a//b.cu"``).
+    * ``.version``, ``.target`` and ``.address_size``. All of ``.target``'s comma-separated tokens are kept,
+      as in ``sm_80, debug``. ``.address_size`` is 32 when absent, as the PTX ISA specifies.
+    * every ``.entry``, ``.visible`` or not, mangled or ``extern "C"``, in file order.
+      ``.func`` device functions are not kernels, and are skipped.
+      An ``.extern .entry`` declaration (no body) is skipped too: the kernel is not in this module.
+    * each kernel parameter in every form nvcc and LLVM emit. Scalars: ``.param .u32 x``.
+      Pointers with their state space and pointee alignment: ``.param .u64 .ptr .global .align 4 x``.
+      By-value aggregates as byte arrays: ``.param .align 8 .b8 x[16]``.
+    * performance directives between ``)`` and ``{`` (``.maxntid``, ``.reqntid``, ``.minnctapersm`` ...).
+      They are kept as :attr:`Entry.directives`.
+    * instruction bodies are not interpreted: only the ``.entry`` headers are read.
+      So new instructions in a future PTX ISA cannot break the parser.
     """
     if not isinstance(text, str | bytes | bytearray | memoryview):
         # Without this, None fails deep inside as "'NoneType' object is not subscriptable".

@@ -1,10 +1,11 @@
 """Core: the text of a PTX module before its kernels are read -- comments, strings, the header lines.
 
-:mod:`rawcuda.core.ptx` parses kernel signatures; this file prepares the text for it and reads the three header
-directives every module has (``.version``, ``.target``, ``.address_size``). Comments are removed with a
-single regular expression that also matches string literals, so that ``//`` inside ``.file 1 "/a//b.cu"``
-is not taken for a comment; binary images (a cubin is ELF, a fatbin starts with 0xBA55ED50) are refused
-with a message that says what they are.
+:mod:`rawcuda.core.ptx` parses kernel signatures. This file prepares the text for it.
+It also reads the three header directives every module has: ``.version``, ``.target``, ``.address_size``.
+One regular expression removes comments, and it matches string literals too.
+So ``//`` inside ``.file 1 "/a//b.cu"`` is not taken for a comment.
+Binary images are refused with a message that says what they are.
+A cubin is ELF, and a fatbin starts with 0xBA55ED50.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ DEFAULT_ADDRESS_SIZE = 32  # what the PTX ISA says a module without .address_siz
 
 
 class PtxParseError(RawCudaError, ValueError):
-    """The text is not PTX this parser understands; the message says what is missing or malformed."""
+    """The text is not PTX this parser understands. The message says what is missing or malformed."""
 
 
 # One alternation so that string literals are consumed whole: a "//" inside a string is not a comment.
@@ -43,10 +44,12 @@ def strip_comments(text: str) -> str:
 
 
 def without_strings(text: str) -> str:
+    """The text with each string literal blanked out, so that every offset stays where it was."""
     return re.sub(r'"(?:\\.|[^"\\\n])*"', lambda m: " " * len(m.group(0)), text)
 
 
 def as_text(data: str | bytes) -> str:
+    """PTX as text, without a trailing NUL. A cubin, a fatbin or data that is not UTF-8 is refused."""
     if isinstance(data, str):
         return data.rstrip("\0")
     head = bytes(data[:4])
@@ -69,10 +72,12 @@ _TARGET_TOKEN = re.compile(r"[A-Za-z_][\w]*")
 
 
 def line_of(text: str, pos: int) -> int:
+    """The line number (from 1) of offset ``pos``, for messages."""
     return text.count("\n", 0, pos) + 1
 
 
 def parse_version(text: str) -> tuple[int, int]:
+    """The ``.version`` directive as (major, minor). Every PTX module has one."""
     m = _VERSION.search(text)
     if m is None:
         raise PtxParseError(
@@ -87,6 +92,7 @@ def parse_version(text: str) -> tuple[int, int]:
 
 
 def parse_targets(text: str) -> tuple[str, ...]:
+    """The tokens of the ``.target`` directive, such as ``("sm_80", "debug")``."""
     m = _TARGET.search(text)
     if m is None:
         raise PtxParseError("no '.target' directive: expected a line like '.target sm_80' after .version")
@@ -97,6 +103,7 @@ def parse_targets(text: str) -> tuple[str, ...]:
 
 
 def parse_address_size(text: str) -> int:
+    """The ``.address_size`` directive: 32 or 64, and 32 when absent."""
     m = _ADDRESS_SIZE.search(text)
     if m is None:
         return DEFAULT_ADDRESS_SIZE

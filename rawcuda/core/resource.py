@@ -1,13 +1,13 @@
 """Core: what every child of a context has in common -- a handle, a context, and a safe ``close()``.
 
-The rules (docs/architecture.md, "Lifetimes"), in one place so each class cannot get them slightly wrong:
+The rules (docs/architecture.md, "Lifetimes") live in one place, so no class can get them slightly wrong.
 
-* the object holds a strong reference to its :class:`~rawcuda.core.context.Context`;
-* ``close()`` releases the handle now, is idempotent, and is what ``with`` calls on exit;
-* if the object is garbage-collected unclosed, a ``weakref.finalize`` releases the handle -- unless the
-  context is already closed or poisoned, the process was forked, or the interpreter is exiting, in which
-  case it leaks (a leak at exit is harmless; a driver call into a dead context can crash);
-* using a closed object raises :class:`~rawcuda.checked.errors.ClosedError` before any driver call.
+* The object holds a strong reference to its :class:`~rawcuda.core.context.Context`.
+* ``close()`` releases the handle now. It is idempotent, and it is what ``with`` calls on exit.
+* An object garbage-collected unclosed is released by a ``weakref.finalize``.
+* That fallback leaks instead when the context is closed or poisoned, the process was forked, or the
+  interpreter is exiting. A leak at exit is harmless; a driver call into a dead context can crash.
+* Using a closed object raises :class:`~rawcuda.checked.errors.ClosedError` before any driver call.
 """
 
 from __future__ import annotations
@@ -26,11 +26,11 @@ from .guards.capturedeferral import finalize_child, finalize_weak_child
 
 
 class Resource:
-    """Base of Stream, Event, DeviceBuffer, PinnedBuffer, Module ... (anything a context owns)."""
+    """The base of anything a context owns: Stream, Event, DeviceBuffer, PinnedBuffer, Module and more."""
 
-    close_order = CloseOrder.OTHER  # where Context.close() closes it (the table is in context.py)
-    #: True for what rawcuda makes for itself and keeps for its context's lifetime (rawcuda.ops' modules,
-    #: rawcuda.extras.aio's idle wait streams): closed with the context, and not counted as a leak (rawcuda.testing).
+    close_order = CloseOrder.OTHER  # where Context.close() closes it (the table is in closeorder.py)
+    #: True for what rawcuda makes for itself and keeps for its context's lifetime: rawcuda.ops' modules,
+    #: rawcuda.extras.aio's idle wait streams. Closed with the context; rawcuda.testing counts it as no leak.
     internal = False
     _finalizer: weakref.finalize | None = None
 
@@ -40,22 +40,20 @@ class Resource:
         context.adopt(self)
 
     def _own(self, release: Callable[..., None], *args: Any) -> None:
-        """Record how to release the handle: close() calls it now, the GC later if close() never ran."""
+        """Record how to release the handle. close() calls it now; the garbage collector, if close() never runs."""
         self._release = (release, args)
         self._finalizer = weakref.finalize(self, finalize_child, self.context, release, *args)
         self._finalizer.atexit = False
 
     def hold_context_weakly(self) -> None:
-        """Let the garbage-collection fallback refer to the context weakly, so that the context may hold this.
+        """Let the garbage-collection fallback hold the context weakly, so that the context may hold this.
 
-        The fallback (a ``weakref.finalize``) normally holds the context: it must make it current to release
-        the handle. The finalizer registry is a root, so an object the *context itself* holds -- rawcuda.ops
-        keeps its Modules in ``Context.cache`` -- would keep the context alive through its own finalizer,
-        and neither could ever be collected. After this, dropping the context unclosed frees both: a created
-        context is destroyed with everything in it; a primary one is released, and the child's memory or code
-        stays in it until the primary context resets (close() the context to release the child properly).
-        ``close()`` itself is unchanged.
+        Call it on a child the context itself keeps, as rawcuda.ops does for its Modules in ``Context.cache``.
+        Dropping the context unclosed then frees both. A created context is destroyed with everything in it.
+        A primary one is released; the child's memory or code stays in it until the primary context resets.
+        Close the context to release the child properly. ``close()`` itself is unchanged.
         """
+        # Why: docs/hazards.md, "A child the context holds".
         if self._finalizer is None or self._finalizer.detach() is None:
             return  # closed already, or owns nothing
         release, args = self._release

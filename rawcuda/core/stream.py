@@ -1,20 +1,18 @@
 """Core: streams -- ordered queues of GPU work, and how to wait for them without surprises.
 
-Work on one stream runs in order; work on different streams may overlap. Two details decide whether
-a program is correct:
+Work on one stream runs in order; work on different streams may overlap. Two details decide whether a program
+is correct.
 
-* **The legacy default stream** (handle 0, what ``stream=None`` means in a launch) implicitly waits for
-  every *blocking* stream of the context, and they wait for it. A stream created with
-  ``StreamFlag.NON_BLOCKING`` opts out -- faster, but a synchronous ``cuMemcpy`` on the legacy stream
-  then *races* its kernels. rawcuda's streams are therefore blocking unless you ask (the seed's cust
-  example asks for NON_BLOCKING, but cust clears that flag for this very race -- Rust-CUDA issue 15 --
-  so its stream is blocking; tutorial 06d shows the race), and rawcuda's own copies without a stream
-  synchronize the whole context, so they cannot race anything.
-* **Host memory in flight.** An async copy reads or writes host memory *later*. The stream keeps the
-  host object alive until the copy is known to be done (an event recorded after it has completed).
+* **The legacy default stream** (handle 0: ``stream=None`` in a launch) waits for every *blocking* stream of
+  the context, and they wait for it. A ``StreamFlag.NON_BLOCKING`` stream opts out. That is faster, but a
+  synchronous ``cuMemcpy`` on the legacy stream then *races* its kernels. So rawcuda's streams are blocking
+  unless you ask. (The seed's cust stream asks for NON_BLOCKING, but cust drops the flag.) Tutorial 06d shows
+  the race. rawcuda's own copies without a stream synchronize the context.
+* **Host memory in flight.** An async copy reads or writes host memory *later*. The stream keeps the host
+  object alive until an event recorded after the copy has completed.
 
-Priorities: numerically *lower* is *higher* priority; the valid range comes from
-cuCtxGetStreamPriorityRange and is checked before the driver sees it.
+Priorities: numerically *lower* is *higher* priority. The valid range comes from cuCtxGetStreamPriorityRange.
+rawcuda checks it before the driver sees the value.
 """
 
 from __future__ import annotations
@@ -39,33 +37,35 @@ _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
 
 
 def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
-    # Wait for the queued work -- also when the stream was garbage-collected, not closed. Host objects still
-    # held belong to copies that may not have run yet (a freed array under a pending copy is a use-after-
-    # free), and a buffer's __cuda_array_interface__ stops naming a stream once it is gone: its work must be
-    # done by then (rawcuda.core.guards.pending). A stream being captured has no work to wait for, and the driver
-    # refuses to synchronize it: that refusal is no reason to keep the stream.
+    # Wait for the queued work, also when the stream was garbage-collected, not closed.
+    # Why: docs/hazards.md, "A dropped stream still waits for its work".
     with contextlib.suppress(StreamCaptureError):
         cu.cuStreamSynchronize(handle)
-    # The marker events are the stream's too: destroy them with it (a pending one is released by the
-    # driver once it completes), so that even a stream that is garbage-collected leaks nothing.
+    # The marker events go with the stream, so even a collected stream leaks nothing. The driver releases
+    # a pending one once it completes.
     for marker in [*spare_markers, *(m for m, _ in held)]:
         cu.cuEventDestroy(marker)
     spare_markers.clear()
     held.clear()
     cu.cuStreamDestroy(handle)
-    # Launch caches key streams by id() so as not to keep them alive (function.py); a dead stream's id may be
-    # reused, so its death -- garbage-collected, not only closed -- must move the counter that empties them.
+    # Its death, not only its close(), must empty the launch caches.
+    # Why: docs/hazards.md, "A dead stream's id may be reused".
     closes.generation += 1
 
 
 class Stream(Resource):
-    """A CUDA stream in ``context`` (the default context when None)."""
+    """A CUDA stream in ``context`` (the default context when None).
+
+    ``flags`` are blocking by default. ``priority`` is an int within ``context.stream_priority_range``, or None for
+    the default. Raises ValueError for any other priority.
+    """
 
     close_order = CloseOrder.STREAM
     #: The Graph this stream is being captured into, or None: set and cleared by ``rawcuda.capture(stream)``;
     #: while it is set, :meth:`keep_alive` hands objects to the graph (they are needed at every replay).
     capturing: Any = None
 
+    # Blocking unless you ask. Why: docs/hazards.md, "Streams are blocking unless you ask".
     def __init__(
         self, context: Context | None = None, *, flags: StreamFlag = StreamFlag.DEFAULT, priority: int | None = None
     ) -> None:
@@ -120,8 +120,8 @@ class Stream(Resource):
 
     def __await__(self) -> Generator[Any, None, None]:
         """``await stream``: wait for the queued work without blocking the event loop (:mod:`rawcuda.extras.aio`)."""
-        # One of two imports upward from core (Event.__await__ is the other): aio, an extra, creates Streams,
-        # so it sits above this file; ``await stream`` reaches up to it only when a program awaits.
+        # One of core's two upward imports (Event.__await__ is the other). aio creates Streams, so it sits
+        # above this file; it is imported only when a program awaits.
         from rawcuda.extras.aio import wait
 
         return wait(self).__await__()
@@ -142,8 +142,11 @@ class Stream(Resource):
 
     # --- keeping host objects alive while async work uses them --------------------------------------------
     def keep_alive(self, obj: Any) -> None:
-        """Hold ``obj`` until the work queued on this stream so far has completed."""
-        if self.capturing is not None:  # captured work runs at every replay: the graph holds obj from now on
+        """Hold ``obj`` until the work queued on this stream so far has completed.
+
+        While the stream is being captured, the graph holds ``obj`` instead: every replay needs it.
+        """
+        if self.capturing is not None:  # captured work runs at every replay
             self.capturing.keep_alive(obj)
             return
         self.context.activate()
@@ -172,7 +175,7 @@ class Stream(Resource):
                 cu.cuEventDestroy(marker)
 
     def close(self) -> None:
-        """Wait for the stream's work (host objects it reads may be freed after), then destroy it."""
+        """Wait for the stream's work, then destroy the stream. Host objects its copies use may be freed after."""
         if self._closed:
             return
         if self._held and self.context.usable:
@@ -187,14 +190,17 @@ class Stream(Resource):
 
 
 def release_deferred(handle: int) -> bool:
-    """Whether the stream ``handle`` was garbage-collected while a capture was open and its release -- which
-    waits for its work -- still waits for the capture to end (resource.CaptureDeferral): its last work may
-    still be running, though no Stream object is left to say so (rawcuda.core.guards.pending refuses to export then)."""
+    """Whether stream ``handle`` was garbage-collected during a capture, with its release still queued.
+
+    The release waits for the stream's work, and runs when the capture ends (rawcuda.core.guards.capturedeferral).
+    Until then its last work may still run, with no Stream object left to say so. rawcuda.core.guards.pending
+    refuses to export then.
+    """
     return capture_deferral.holds(_destroy_stream, handle)
 
 
 def same_context(a: Resource, b: Resource) -> None:
-    """Objects of two contexts cannot be combined; say so before the driver answers INVALID_HANDLE."""
+    """Raise ValueError when ``a`` and ``b`` belong to two contexts, before the driver answers INVALID_HANDLE."""
     if getattr(b, "context", a.context).raw_handle != a.context.raw_handle:
         raise ValueError(
             f"{b!r} belongs to {b.context!r} but {a!r} belongs to {a.context!r}: objects of different contexts "
@@ -203,7 +209,11 @@ def same_context(a: Resource, b: Resource) -> None:
 
 
 def stream_handle(stream: Stream | None, context: Context) -> int:
-    """The CUstream to pass for ``stream`` (0, the legacy default stream, for None), checked."""
+    """The CUstream to pass for ``stream``: 0, the legacy default stream, for None.
+
+    Raises TypeError for anything but a Stream or None, and ClosedError for a closed stream. Raises ValueError
+    for a stream of another context.
+    """
     if stream is None:
         return 0
     if not isinstance(stream, Stream):  # an int handle (1, 2: the legacy / per-thread streams), a torch stream...

@@ -55,7 +55,8 @@ MIB = 1 << 20
 DEFAULT_MEMORY_TOLERANCE = 8 * MIB
 #: Frames tracemalloc keeps per allocation: enough to climb out of rawcuda to the caller's line.
 ALLOCATION_FRAMES = 16
-_PACKAGE_DIR = os.path.dirname(os.path.abspath(contextregistry.__file__)) + os.sep  # rawcuda/: not the caller
+#: rawcuda/ (every folder of the package): frames in it are rawcuda's, not the caller's.
+PACKAGE_DIR = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
 
 
 def open_objects(*, include_internal: bool = False) -> list[Any]:
@@ -224,7 +225,7 @@ def _allocated_at(obj: Any) -> str | None:
     if trace is None:
         return None
     for frame in reversed(trace):  # (tracemalloc orders a traceback from the oldest frame to the newest)
-        if not os.path.abspath(frame.filename).startswith(_PACKAGE_DIR):
+        if not os.path.abspath(frame.filename).startswith(PACKAGE_DIR):
             return f"{_relative(frame.filename)}:{frame.lineno}"
     return f"{_relative(trace[-1].filename)}:{trace[-1].lineno}"
 

@@ -139,7 +139,7 @@ def test_ops_matmul_takes_any_view(rng: np.random.Generator, offset: int) -> Non
 
 
 def test_unknown_kernel_is_refused() -> None:
-    known = r"rawcuda\.sgemm\.KERNELS has sgemm_01_naive"
+    known = r"rawcuda\.ops\.sgemm\.KERNELS has sgemm_01_naive"
     with DeviceBuffer.zeros((4, 4)) as x, pytest.raises(ValueError, match=rf"no SGEMM kernel 'sgemm_99'; {known}"):
         ops.matmul(x, x, x, kernel="sgemm_99")
 

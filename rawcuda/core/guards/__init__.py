@@ -1,5 +1,7 @@
-"""Core guards: what keeps the textbook right beside other libraries, other threads and the GC.
+"""Core guard: the machinery that keeps the textbook right beside other libraries, other threads and the GC.
 
-Each guard answers a failure seen on a real GPU; docs/hazards.md tells each one's story. Core calls
-them at a few named points (docs/architecture.md, "The guard seam"); skip this folder on a first read.
+Each guard answers a failure seen on a real GPU. Core calls them only at a few named points
+(docs/architecture.md, "The guard seam"). Skip this folder on a first read.
+
+docs/hazards.md, "Hazards: what rawcuda guards against, and why"
 """

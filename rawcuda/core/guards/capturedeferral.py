@@ -1,8 +1,11 @@
 """Core guard: releases that wait while a stream capture is open, and where the legacy stream is forbidden.
 
-The cyclic GC may run a finalizer inside ``with capture(stream):``; a release there would invalidate the
-capture. So finalizers queue their release until the last capture ends. docs/hazards.md ("Capture
-deferral") has the failure, the rule and its cost.
+The cyclic GC may run a finalizer inside ``with capture(stream):``. A release there is a call capture
+forbids, and the driver would invalidate the capture. So finalizers queue their release until the last
+capture ends. An operation on the legacy default stream can break an open capture too: each capture says
+where (:class:`LegacyHazard`), and :meth:`CaptureDeferral.refuse_legacy` refuses it there.
+
+docs/hazards.md, "Capture deferral"
 """
 
 from __future__ import annotations
@@ -23,12 +26,15 @@ if TYPE_CHECKING:
 
 
 class LegacyHazard(NamedTuple):
-    """Where an open capture forbids touching the legacy default stream: in ``context`` (None: every one), on
-    ``thread`` (None: every one). A capture of a *blocking* stream brings (its context, None): the legacy stream
-    synchronizes with every blocking stream of its context, which the driver answers by invalidating the
-    capture. Its mode adds one: THREAD_LOCAL forbids "potentially unsafe" calls on the capturing thread (None,
-    that thread), GLOBAL on every thread (None, None) -- cuda.h, cuStreamBeginCapture. RELAXED adds nothing.
-    (A capture of a non-blocking stream on another thread then leaves this thread's legacy stream free.)"""
+    """Where an open capture forbids touching the legacy default stream.
+
+    That is in ``context`` (None: every one) on ``thread`` (None: every one). A capture of a *blocking*
+    stream brings (its context, None). The legacy stream synchronizes with every blocking stream of its
+    context, and the driver answers that by invalidating the capture. The capture's mode adds one entry
+    (cuda.h, cuStreamBeginCapture). THREAD_LOCAL forbids "potentially unsafe" calls on the capturing thread:
+    (None, that thread). GLOBAL forbids them on every thread: (None, None). RELAXED adds nothing. So a
+    capture of a non-blocking stream on another thread, in any mode but GLOBAL, leaves this thread free.
+    """
 
     context: int | None
     thread: int | None
@@ -39,15 +45,14 @@ EVERYWHERE = LegacyHazard(None, None)
 
 
 class CaptureDeferral:
-    """Releases that wait while a rawcuda stream capture is open.
+    """Releases that wait while a rawcuda stream capture is open, and the legacy-stream hazards of the open captures.
 
-    Why? The cyclic GC runs whenever Python allocates -- also inside ``with capture(stream):`` on the
-    capturing thread -- and a finalizer that calls ``cuMemFree`` or ``cuStreamSynchronize`` there is a
-    call capture forbids: the driver refuses it *and invalidates the capture*, so a graph fails because of
-    garbage from an unrelated test (seen on the H200: test_streamcapture failed after other test files had
-    left cycles). So while any capture is open, a finalizer queues its release, and the last capture to
-    end runs the queue. A ``close()`` the user writes inside a capture still runs at once (and fails
-    clearly): only the GC's releases, which nobody asked for at that moment, wait.
+    While any capture is open, a finalizer queues its release, and the last capture to end runs the queue.
+    A ``close()`` the user writes inside a capture still runs at once, and fails clearly. Only the GC's
+    releases wait, which nobody asked for at that moment.
+
+    Thread-safe: one lock guards the count, the queue, the running releases and the hazards. The releases
+    run outside it.
     """
 
     def __init__(self) -> None:
@@ -58,7 +63,7 @@ class CaptureDeferral:
         self._hazards: list[LegacyHazard] = []  # of the open captures, one entry per hazard each brought
 
     def begin(self, hazards: tuple[LegacyHazard, ...] = (EVERYWHERE,)) -> None:
-        """A capture opens; ``hazards``: where a legacy-stream operation would break it (unknown: everywhere)."""
+        """A capture opens. ``hazards`` says where a legacy-stream operation would break it (unknown: everywhere)."""
         with self._lock:
             self.open_captures += 1
             self._hazards.extend(hazards)
@@ -92,9 +97,12 @@ class CaptureDeferral:
         return len(self._queue)
 
     def refuse_legacy(self, what: str, context: int | None) -> None:
-        """Raise BufferError if ``what``, about to touch the legacy default stream of ``context`` (a CUcontext;
-        None: not known) on this thread, could break an open capture (see :class:`LegacyHazard`): the driver
-        would invalidate it, and the user's graph would be lost (seen on the H200)."""
+        """Raise BufferError if ``what`` could break an open capture (see :class:`LegacyHazard`).
+
+        ``what`` is about to touch the legacy default stream of ``context`` on this thread. ``context`` is a
+        CUcontext, or None when not known. The driver would invalidate the capture, and the user's graph
+        would be lost (seen on the H200).
+        """
         here = threading.get_ident()
         with self._lock:
             hit = any(
@@ -111,8 +119,10 @@ class CaptureDeferral:
             )
 
     def holds(self, release: Callable[..., None], handle: int) -> bool:
-        """Whether ``release(handle, ...)`` is queued or running: the object is dead, its handle not yet released
-        (a stream's release waits for its work, so until it returns that work may still run)."""
+        """Whether ``release(handle, ...)`` is queued or running: the object is dead, its handle not yet released.
+
+        A stream's release waits for its work. Until it returns, that work may still run.
+        """
         with self._lock:
             return any(queued is release and args[:1] == (handle,) for _, queued, args in self._queue + self._running)
 
@@ -124,8 +134,9 @@ capture_deferral = CaptureDeferral()
 def finalize_child(context: Context, release: Callable[..., None], *args: Any) -> None:
     """The fallback release of a child (buffer, stream ...) that was garbage-collected without close().
 
-    Push/pop rather than activate: a finalizer runs on whatever thread the GC chose, and must leave that
-    thread's current context as it found it.
+    It pushes and pops the context rather than activating it. A finalizer runs on whatever thread the GC
+    chose, and must leave that thread's current context as it found it. It releases nothing while the
+    interpreter exits or when the context is unusable. While a capture is open, it queues the release.
     """
     if sys.is_finalizing() or not context.usable:
         return
@@ -143,8 +154,8 @@ def finalize_child(context: Context, release: Callable[..., None], *args: Any) -
 def finalize_weak_child(context_ref: weakref.ref[Context], release: Callable[..., None], *args: Any) -> None:
     """:func:`finalize_child` for a child that lets go of its context first (:meth:`Resource.hold_context_weakly`).
 
-    When the context object is gone too -- collected in the same cycle -- its own finalizer destroys (or
-    releases) the context, and this releases nothing: leaking is the rule whenever calling in is not known
+    The context object may be gone too, collected in the same cycle. Its own finalizer then destroys or
+    releases the context, and this releases nothing. Leaking is the rule whenever calling in is not known
     to be safe.
     """
     context = context_ref()

@@ -1,16 +1,14 @@
 """Core guard: every live Context object of the process, and the two events that end them all at once.
 
-Two things happen to a *process*, not to one context, and so must reach every Context object in it:
+A sticky error ends CUDA for the whole process: on the H200, after a kernel fault every context fails with
+the same code. So the error observer poisons every Context object, and one made later is poisoned from
+birth (:func:`register` says so). A fork() gives the child the Python objects but none of the CUDA state:
+every Context is marked forked, and its locks are replaced.
 
-* **A sticky error.** Measured on the H200 (tests/gpu/test_edges.py): after a kernel faults, every context
-  fails with the same code -- the one that faulted, one created before it, one created after
-  (``cuCtxCreate`` itself fails), and the primary context retained again. So the error observer poisons
-  every Context object, and one made later is poisoned from birth (:func:`register` says so).
-* **fork().** The child inherits the Python objects but none of the CUDA state behind them: every Context
-  is marked forked, so each use raises ForkedProcessError, and its locks are replaced -- a parent thread
-  that held one at the fork does not exist in the child.
+The registry knows contexts by duck type (``poison(error)``, ``mark_forked()``), because it sits below
+context.py. One lock guards its tables; ``poison()`` is called after the lock is let go.
 
-The registry knows contexts by duck type (``poison(error)``, ``mark_forked()``): it sits below context.py.
+docs/hazards.md, "Poisoning and the context registry"
 """
 
 from __future__ import annotations
@@ -38,17 +36,17 @@ def register(context: Any, handle: int) -> CudaError | None:
 
 
 def live_contexts() -> list[Any]:
-    """Every Context object of this process that is alive and not closed (for leak checks: rawcuda.testing).
+    """Every Context object of this process that is alive and not closed (for the leak checks of rawcuda.testing).
 
-    With each one's ``children`` this is every open rawcuda object -- from weak sets rawcuda keeps anyway,
-    so counting costs nothing until asked.
+    With each one's ``children``, this is every open rawcuda object. It reads weak sets rawcuda keeps
+    anyway, so counting costs nothing until asked.
     """
     with _lock:
         return [ctx for contexts in _live.values() for ctx in list(contexts) if not ctx.closed]
 
 
 def is_poisoned(handle: int) -> bool:
-    """True when a sticky error poisoned the context ``handle`` (nothing may call into it any more)."""
+    """True when a sticky error poisoned the context ``handle``: nothing may call into it any more."""
     return handle in _poisoned
 
 

@@ -1,58 +1,16 @@
 """Core guard: what closing a context leaves current on the thread -- exactly what it found, minus itself.
 
-The driver keeps a *stack* of contexts per thread, and four calls move it differently (cuda.h):
-``cuCtxPushCurrent`` pushes, ``cuCtxPopCurrent`` pops, ``cuCtxSetCurrent`` **replaces the top** (that is
-what ``Context.activate()`` uses, so that a method leaves no extra entry behind), and ``cuCtxDestroy`` pops
-the context if it is current on the calling thread -- only there: on other threads it stays current,
-destroyed. A primary release (``cuDevicePrimaryCtxRelease``) never pops anything.
+The driver keeps a stack of contexts per thread. ``cuCtxSetCurrent`` replaces its top, and ``cuCtxDestroy``
+pops only a context on top of the caller's stack. A close that activated its context therefore left the
+thread with the wrong context, or with none: CuPy's next kernel failed.
 
-Closing used to *activate* the context to synchronize it and close its children. That replaced whatever
-was on top -- another created context, the primary CuPy works in -- and the destroy then popped the
-closing context, leaving the thread with what lay below, often nothing: CuPy's next kernel failed with
-``CUDA_ERROR_INVALID_CONTEXT`` (attack scripts on the H200). So the rule is now:
+So a close does its work with the context pushed (:func:`pushed`). Then :func:`leave` takes every entry
+of the closing context off this thread's stack and keeps the others in order. This module keeps the
+thread's open ``with`` blocks (:func:`enter_block`, :func:`end_block`), so that it knows whose slot each
+entry is. A destroyed context is never pushed back: the pop that follows would crash the process. Where
+nothing is left current, the primary context comes back if someone holds it (:func:`put_primary_back`).
 
-* the work a close does *in* the context (synchronize, close the children, a host view's last free) runs
-  with the context **pushed**, and it is popped after: the slot is the closer's own, and whatever a child
-  or a finalizer makes current in between stays in that slot (:func:`pushed`);
-* the closing context itself leaves the thread (:func:`leave`): **every** entry of it on this thread's
-  stack is removed, wherever it lies -- before ``cuCtxDestroy``, which pops only a context on top and
-  leaves one lower down where it is, destroyed (cuda.h) -- and every other entry stays, in its order. So a
-  close that *waits* for host views takes the closed context off the thread just the same (nothing may run
-  in a context rawcuda has closed). Each open ``with`` block on this thread whose entry went is marked
-  (this module keeps the thread's blocks: :func:`enter_block`, :func:`end_block`), and its ``__exit__``
-  pops nothing;
-* an entry that no block of the closing context accounts for was made current by a call: ``activate()``
-  put it *in place of* what was on top. Where that was another context's open ``with`` block on this
-  thread, the block's own context takes the entry back -- its ``__exit__`` pops it as the block expects
-  (``with a: b_buffer.copy...; b.close()`` left the thread with nothing under CuPy's primary otherwise: a's
-  exit popped the primary). Which block? Every block pushed one entry, in order, so the open blocks of this
-  thread whose entries are still there are the topmost entries of the stack, one each. A *closed* block's
-  context is never pushed back (it is destroyed): its entry goes, and that block is marked too. Below
-  every block, the replaced entry cannot be known: if nothing lies below it, the device's primary context
-  takes its place, **if it is active** (:func:`put_primary_back`). (A block's own entry, with nothing
-  below, is simply removed: its ``__exit__`` would have left nothing, as the thread began.)
-
-Why only if active? ``cuDevicePrimaryCtxGetState`` says whether anyone holds the primary: rawcuda's
-``default_context()``, the CUDA runtime under CuPy or torch. If someone does, it is the context those
-libraries work in, and retaining it costs only a count: rawcuda retains it, makes it current and
-releases it at once, so the lifetime stays its holders' (rawcuda keeps no reference nobody asked for).
-If nobody does, nothing in the process uses it: creating it would cost device memory and time for no
-one, and a runtime call that needs a context finds none current and selects, initializes and makes
-current the primary by itself (CUDA Runtime API, "Interactions with the CUDA Driver API") -- so the thread
-is left with nothing, as it most likely began. (CuPy failed all the same because it launches kernels
-through the driver API, cuLaunchKernel, which selects nothing, once the runtime has set the primary up.)
-A holder's last release between the two calls would make the retain create it and the release reset it:
-the thread is then left with a reset primary, which the next call reports. No library releases the
-primary while it uses it, so this is left as it is.
-
-What cannot be helped: a context closed on thread B stays current, destroyed, on thread A -- only A can
-change A's stack. rawcuda's own next call on A asks the driver and switches (rawcuda.core.guards.current); another
-library's gets ``CUDA_ERROR_CONTEXT_IS_DESTROYED``. Close a context on the thread that uses it. What rawcuda
-does see to: a walk on A (another close there) never pushes such an entry back -- the driver accepts the
-push, and the pop that follows crashes the process -- and A's block of it then pops nothing. (Known only by
-address: another library's context created at the address of one rawcuda destroyed is taken for the dead
-one, and a close walking A's stack drops it. Addresses are reused, so this can happen; it needs a library
-that creates contexts of its own, not the primary context CuPy and torch use.)
+docs/hazards.md, "What a close leaves current"
 """
 
 from __future__ import annotations
@@ -74,13 +32,16 @@ NOTHING_CURRENT = 0  # what cuCtxGetCurrent writes when the thread has no contex
 #: How deep :func:`leave` walks a thread's stack at most: a guard against a driver that never runs empty, far
 #: beyond any real nesting (each entry is one open block or push). Not 4096: 5000 nested blocks (an ExitStack
 #: in a loop) are legal, and a walk cut short pushes its entries back above the ones it never saw, so the
-#: blocks' slots are misread (attack a10, round 7: the destroyed context stayed current).
+#: blocks' slots are misread (the destroyed context stayed current).
 MAX_STACK_WALK = 1 << 20
 
 
 class _Block:
-    """One open ``with ctx:`` block on this thread: the handle it pushed, its Context (weakly: a block never
-    keeps a context alive), and whether a close took its entry off the stack (then its exit pops nothing)."""
+    """One open ``with ctx:`` block on this thread.
+
+    It keeps the handle it pushed and its Context, weakly: a block never keeps a context alive. ``gone``
+    says that a close took its entry off the stack; its exit then pops nothing.
+    """
 
     __slots__ = ("gone", "handle", "in_walk", "owner")
 
@@ -107,7 +68,7 @@ class _Blocks(threading.local):
         self.leaving: set[int] | None = None
         # ... and what such finalizers would have done to the half-popped stack -- a destroy (cuCtxDestroy pops
         # the context if it is on top), a suspended generator's `with` block ending (it pops the top) -- done
-        # once the walk has put the stack back (attack a01, round 7: nothing, or the wrong context, was left).
+        # once the walk has put the stack back (done at once, they left nothing current, or the wrong context).
         self.after_walk: list[Callable[[], None]] = []
 
 
@@ -121,8 +82,10 @@ _destroyed: set[int] = set()
 
 
 def created(handle: int) -> None:
-    """``cuCtxCreate`` or a primary retain returned ``handle``: a live context now, even if a destroyed one had
-    that address."""
+    """``cuCtxCreate`` or a primary retain returned ``handle``: a live context now.
+
+    This holds even if a destroyed context had that address before.
+    """
     _destroyed.discard(handle)
 
 
@@ -132,14 +95,17 @@ def enter_block(handle: int, owner: Any) -> None:
 
 
 def end_block(handle: int, *, pop: bool, quiet: bool) -> bool:
-    """A ``with`` block of ``handle`` ends on this thread (Context.__exit__): its record goes, and its entry is
-    popped -- unless a close took it off already (contextstack.leave), or ``pop`` is False (a forked child's
-    driver is unusable). ``quiet``: suppress the driver's error (the entry may name a destroyed context).
-    False, doing nothing, if this thread has no open block of ``handle`` (an exit without an enter here).
+    """A ``with`` block of ``handle`` ends on this thread (Context.__exit__).
 
-    Inside a walk of this thread's stack (a generator suspended in the block, collected meanwhile), the pop
-    waits for the walk to put the stack back, and is done then only if the block's context is on top, where
-    its entry is -- and not if the walk took that entry off meanwhile."""
+    Its record goes, and its entry is popped. Nothing is popped when a close took the entry off already
+    (:func:`leave`), or when ``pop`` is False: a forked child's driver is unusable. ``quiet`` suppresses the
+    driver's error, since the entry may name a destroyed context. Returns False, doing nothing, when this
+    thread has no open block of ``handle``: an exit without an enter here.
+
+    A generator suspended in the block may be collected inside a walk of this thread's stack. The pop then
+    waits for the walk to put the stack back. It is done then only if the block's context is on top, where
+    its entry is, and the walk did not take that entry off.
+    """
     blocks = _blocks.open
     for i in range(len(blocks) - 1, -1, -1):
         if blocks[i].handle == handle:
@@ -164,8 +130,10 @@ def _pop_if_on_top(block: _Block) -> None:
 
 @contextlib.contextmanager
 def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
-    """``handle`` pushed for the body, popped after it; yields whether the push succeeded. A failed push is
-    appended to ``errors`` (a closing context reports it at the end) and nothing is popped."""
+    """``handle`` pushed for the body and popped after it; yields whether the push succeeded.
+
+    A failed push is appended to ``errors``, and nothing is popped. A closing context reports it at the end.
+    """
     try:
         cu.cuCtxPushCurrent(handle)
     except CudaError as exc:
@@ -180,18 +148,22 @@ def pushed(handle: int, errors: list[BaseException]) -> Iterator[bool]:
 
 
 def leave(handle: int, device: int) -> None:
-    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order, and mark
-    each open ``with`` block whose entry went, so that its ``__exit__`` pops nothing. Never raises: it runs
-    while a context is being closed.
+    """Take every entry of ``handle`` off this thread's stack, keeping all the others in their order.
 
-    Why the whole stack, not only its top? Entries of the closing context can lie anywhere in it: ``with C:
-    with C:`` pushed two, ``C.synchronize(); with C:`` has one made by a call under one made by the block, and
-    a ``with P:`` block may sit above a C that a call made current. The driver shows only the top, so the
-    stack is popped down to the bottom, and every other entry is pushed back where it was. The topmost
-    entries are the open blocks' slots, one each (see the module): an entry of C in a block of C's slot is
-    that block's own; in another block's slot, a call made C current in place of that block's context,
-    which takes its slot back; below every block, what it replaced cannot be known: where nothing lies
-    below it, the primary takes its place (:func:`put_primary_back`)."""
+    Each open ``with`` block whose entry went is marked, so that its ``__exit__`` pops nothing. Never raises:
+    it runs while a context is being closed. Re-entered from a finalizer during a walk, it adds ``handle`` to
+    the walk under way.
+
+    Why the whole stack, not only its top? Entries of the closing context C can lie anywhere in it. ``with
+    C: with C:`` pushed two. ``C.synchronize(); with C:`` has an entry made by a call under the block's. A
+    ``with P:`` block may sit above a C that a call made current. The driver shows only the top, so the
+    stack is popped to the bottom, and every other entry is pushed back where it was.
+
+    The topmost entries are the open blocks' slots, one each. An entry of C in the slot of a block of C is
+    that block's own. In another block's slot, a call made C current in place of that block's context, which
+    takes its slot back. Below every block, what C replaced cannot be known. Where nothing lies below it,
+    the primary takes its place (:func:`put_primary_back`).
+    """
     if _blocks.leaving is not None:  # re-entered from a finalizer, with the stack half popped: the walk
         _blocks.leaving.add(handle)  # under way takes this one's entries off as well
         return
@@ -258,7 +230,10 @@ def _push(handle: int) -> None:
 
 
 def put_primary_back(device: int) -> None:
-    """Make ``device``'s primary context current if nothing is, and someone holds it (it is active)."""
+    """Make ``device``'s primary context current if nothing is, and someone holds it (it is active).
+
+    It is retained, made current and released at once: rawcuda keeps no reference nobody asked for.
+    """
     if peek_current() != NOTHING_CURRENT:
         return
     flags, active = c_uint(), c_int()
@@ -275,9 +250,11 @@ def put_primary_back(device: int) -> None:
 
 
 def destroy(handle: int, device: int) -> None:
-    """``cuCtxDestroy`` of a created context, having taken it off this thread first (:func:`leave`). Raises
-    what the destroy raises -- but inside a walk of this thread's stack (a finalizer ran there) it runs once
-    the walk is over, and a failure then has nobody to be reported to."""
+    """``cuCtxDestroy`` of a created context, after taking it off this thread (:func:`leave`).
+
+    Raises what the destroy raises. Inside a walk of this thread's stack (a finalizer ran there), it runs
+    once the walk is over instead. A driver error then has nobody to be reported to, and is dropped.
+    """
     if _blocks.leaving is not None:  # its entries go with the walk's, and the destroy waits for the stack to
         _blocks.leaving.add(handle)  # be whole again: then a walk of its own, as if it came after
         _blocks.after_walk.append(functools.partial(destroy, handle, device))

@@ -1,8 +1,11 @@
 """Core guard: ordering a launch after another library's stream (the CUDA Array Interface's promise).
 
 A foreign array's ``stream`` is where its producer may still be writing. Before a kernel reads it, the
-launch stream waits for an event recorded there: the GPU orders the two, the host does not wait.
-docs/hazards.md ("Foreign streams") has the rules and the failures they answer.
+launch stream waits for an event recorded there: the GPU orders the two, and the host does not wait. A
+stream of another context cannot take the event, so the host waits for it instead. Inside a capture, the
+producer's stream must be idle: a graph cannot wait for another library's stream at replay time.
+
+docs/hazards.md, "Foreign streams"
 """
 
 from __future__ import annotations
@@ -25,9 +28,11 @@ if TYPE_CHECKING:
 
 
 class _OrderEvent:
-    """The event one context records on producer streams: a bare handle in ``Context.cache``, not an
-    :class:`~rawcuda.core.event.Event` -- an Event holds its context (and its finalizer does), so a cache entry
-    holding one would keep a dropped context alive. ``Context.close()`` closes it with the context."""
+    """The event one context records on producer streams: a bare handle in ``Context.cache``.
+
+    It is not an :class:`~rawcuda.core.event.Event`. An Event holds its context, and so does its finalizer. A
+    cache entry holding one would keep a dropped context alive. ``Context.close()`` closes this with the context.
+    """
 
     __slots__ = ("handle",)
 
@@ -51,8 +56,11 @@ _order_lock = threading.Lock()
 
 
 def order_after(waits: list[int], launch_stream: Stream | None, context: Context) -> None:
-    """Make work queued next on ``launch_stream`` (of ``context``; None for the legacy stream) wait for the
-    work already queued on each producer stream in ``waits``. ``context`` must be current."""
+    """Make work queued next on ``launch_stream`` wait for the work already queued on each stream in ``waits``.
+
+    ``launch_stream`` belongs to ``context``, or is None for the legacy stream. ``context`` must be current.
+    Thread-safe: the record and the wait of the context's one event happen under one lock.
+    """
     if launch_stream is not None and launch_stream.capturing is not None:
         _check_idle_for_capture(waits, launch_stream)
         return
@@ -78,9 +86,12 @@ def order_after(waits: list[int], launch_stream: Stream | None, context: Context
 
 
 def _check_idle_for_capture(waits: list[int], launch_stream: Stream) -> None:
-    """Inside a capture, a foreign array's stream can only be *idle*: a graph replays later, long after the
-    producer's work, so no wait recorded now could order a replay after it (and the driver refuses events
-    recorded outside the capture, or on the legacy stream). An idle stream (cuStreamQuery: done) is fine."""
+    """Inside a capture, refuse a foreign array's stream that is not *idle* (ForeignArrayError).
+
+    A graph replays later, long after the producer's work, so no wait recorded now could order a replay after
+    it. The driver also refuses events recorded outside the capture, or on the legacy stream. An idle stream
+    (cuStreamQuery: done) is fine.
+    """
     # Asking is a "potentially unsafe" call while a capture runs in the default (global) mode: the thread
     # switches to RELAXED for the query and back -- the pattern cuda.h gives for cuThreadExchangeStreamCaptureMode.
     mode = c_int(StreamCaptureMode.RELAXED)

@@ -1,24 +1,16 @@
 """Core guard: which stream a buffer's ``__cuda_array_interface__`` names -- the producer's side of the interface.
 
-Version 3 of the CUDA Array Interface lets the producer name a ``stream``: the consumer (torch, CuPy,
-numba) orders its work after it, so that it never reads memory an async copy or a kernel is still writing.
-The stream to name is the one whose work on this *memory* may still be pending, whichever buffer object the
-work went through -- so a :class:`PendingStream` belongs to the memory: a buffer and all its views share one,
-and a GrowableBuffer shares its own with every view it hands out. The consumer's side is :mod:`rawcuda.protocols.cai`.
+A consumer (torch, CuPy, numba) orders its work after the stream the interface names. So that stream must
+stand for all work that may still be pending on this *memory*, whichever buffer object the work went
+through. A :class:`PendingStream` therefore belongs to the memory: a buffer and its views share one.
 
-What records there: async copies and memsets (``stream=s``), and kernel launches (``Function.launch``,
-``BoundLaunch``, so ``rawcuda.ops`` too) on every rawcuda buffer passed as an argument. A launch on no stream
-runs on the *legacy* default stream, which is asynchronous as well: it records that context's
-:class:`LegacyStream` (a synchronous copy, by contrast, records None: it waited for everything). Not recorded:
+Async copies, memsets and kernel launches record their stream; a launch on no stream records the context's
+:class:`LegacyStream`. A synchronous operation records None: it waited for everything. A captured launch,
+a graph replay and a bare address record nothing. For DLPack the consumer names its own stream, and
+:meth:`PendingStream.order_before` orders it. The consumer's side is :mod:`rawcuda.protocols.cai` and
+:mod:`rawcuda.core.guards.foreignorder`.
 
-* a launch being captured (``with rawcuda.capture(s)``): it does not run now, but at each replay; and an event
-  recorded on the capturing stream later, to order a consumer after it, would itself be captured -- pulling
-  the consumer's stream into the graph instead of ordering it;
-* graph replays (``GraphExec.launch``), and kernels given a bare address (an int) instead of the buffer.
-
-DLPack turns the direction round: the consumer names *its* stream in ``__dlpack__(stream=...)``, and the
-producer must make that stream safe (:meth:`PendingStream.order_before`), or -- for a consumer on the host --
-wait itself (:meth:`PendingStream.synchronize`).
+docs/hazards.md, "Pending work"
 """
 
 from __future__ import annotations
@@ -45,14 +37,15 @@ _CACHE_KEY = __name__  # this module's entry in Context.cache: the context's Leg
 
 
 class LegacyStream:
-    """The legacy default stream (CUstream 0) of one context, as a :class:`PendingStream` records it: what
-    ``stream=None`` launches on. It offers what a PendingStream reads of a :class:`Stream` -- ``handle``,
-    ``context``, ``closed``, ``capturing``, ``synchronize()`` -- and there is one per Context object
-    (:func:`legacy_stream`), so that "the same stream again" is an identity check.
+    """The legacy default stream (CUstream 0) of one context, as a :class:`PendingStream` records it.
 
-    It holds its context *weakly*: the context's ``cache`` holds it, and a strong reference back would be a
-    cycle that keeps a dropped context for the cyclic GC. Its work ends when the context closes (close()
-    synchronizes), so it is ``closed`` then, as a closed Stream is.
+    It is what ``stream=None`` launches on. It offers what a PendingStream reads of a :class:`Stream`:
+    ``handle``, ``context``, ``closed``, ``capturing`` and ``synchronize()``. There is one per Context object
+    (:func:`legacy_stream`), so "the same stream again" is an identity check.
+
+    It holds its context *weakly*. The context's ``cache`` holds it, and a strong reference back would be a
+    cycle that keeps a dropped context for the cyclic GC. Its work ends when the context closes, since
+    close() synchronizes. So it is ``closed`` then, as a closed Stream is.
     """
 
     __slots__ = ("__weakref__", "_context")
@@ -98,36 +91,28 @@ def _nothing() -> None:
 
 
 class PendingStream:
-    """The streams of asynchronous rawcuda operations still possibly pending on some memory, shared by the
-    buffer and every view of it; a synchronous operation, which waits for everything, clears them.
+    """The streams of asynchronous rawcuda operations still possibly pending on some memory.
 
-    Streams are held *weakly*: a stream that is collected has finished its work first (its finalizer waits,
-    like close()), and a strong reference would make a cycle through a stream that holds a buffer for a
-    pending copy. Two views written on two streams leave two streams pending, but the interface names one:
-    exporting makes the last stream wait (cuStreamWaitEvent) for the others, so it stands for all of them.
+    The buffer and every view of it share one. A synchronous operation waits for everything, and clears it.
+    Streams are held *weakly*: a collected stream has finished its work first, since its finalizer waits. A
+    strong reference would make a cycle through a stream that holds a buffer for a pending copy. The
+    interface names one stream, so exporting makes the last stream wait for the others (cuStreamWaitEvent).
 
-    ``last`` is the weak reference to the stream recorded last (a call answering None when nothing is
-    pending). A launch compares ``last() is stream`` before calling :meth:`record`: the same stream again -- a
-    loop of launches -- is the common case, and costs one call of a weak reference per buffer, no lock. A
-    stream recorded before, but not last (two streams taking turns), costs a move to the end of a small dict.
+    ``last`` is the weak reference to the stream recorded last; it answers None when nothing is pending. A
+    launch compares ``last() is stream`` before calling :meth:`record`. The same stream again is the common
+    case, and costs one call of a weak reference per buffer, without a lock. Two streams taking turns cost a
+    move to the end of a small dict.
 
     Threads: a launch on one thread may record while another exports or waits. The record changes under a
-    lock, never held across a driver call: a waiter (:meth:`handle`, :meth:`order_before`,
-    :meth:`synchronize`) takes a snapshot, waits outside the lock, then forgets only the entries it waited
-    for *and that nobody recorded again since* (each record numbers its entry). While a waiter runs, ``last``
-    answers None, so a launch meanwhile takes the locked path and renumbers its entry -- the lock-free check
-    can never skip a record that a waiter is about to forget.
+    lock, never held across a driver call. A waiter (:meth:`handle`, :meth:`order_before`,
+    :meth:`synchronize`) takes a snapshot and waits outside the lock. It then forgets only the entries it
+    waited for *and that nobody recorded again since*; each record numbers its entry. While a waiter runs,
+    ``last`` answers None. A launch meanwhile takes the locked path and renumbers its entry. So the lock-free
+    check can never skip a record that a waiter is about to forget.
 
-    Capture: a pending stream that is now capturing into a graph cannot be waited for or joined -- an event
-    recorded there, or a synchronize, would be captured or invalidate the capture -- so exporting then raises
-    BufferError (export after the capture ends).
-
-    Collected during a capture: a stream garbage-collected *while a capture is open* (on any stream) has its
-    release -- which waits for its work -- deferred to the end of the capture (``resource.CaptureDeferral``),
-    and its weak entry here is dead while its work may still run. So each entry keeps the stream's handle,
-    and a dead one whose release is still deferred (:func:`rawcuda.core.stream.release_deferred`) makes exporting
-    raise BufferError until the capture ends -- not wait: no Stream is left to wait on, and the handle is the
-    deferral's to destroy at any moment.
+    Captures: pending work on a stream that is capturing now makes exporting raise BufferError. So does a
+    stream collected during a capture whose release still waits (:func:`rawcuda.core.stream.release_deferred`):
+    each entry keeps its stream's handle for that. docs/hazards.md, "Pending work", says why.
     """
 
     __slots__ = ("_entries", "_lock", "_number", "_swept", "_waiters", "last")
@@ -185,7 +170,7 @@ class PendingStream:
                 self.last = ref
 
     def _begin(self) -> list[tuple[Any, int, Any]]:
-        """A waiter's snapshot: (key, number, stream) of each stream still open, strongly held for the caller."""
+        """A waiter's snapshot: (key, number, stream) of each stream still open, held strongly for the caller."""
         with self._lock:
             self._waiters += 1
             self.last = _nothing  # from now, a launch records under the lock (renumbering what it records)
@@ -200,7 +185,7 @@ class PendingStream:
             return live
 
     def _end(self, waited: list[tuple[Any, int, Any]]) -> None:
-        """Forget the entries waited for, unless recorded again since the snapshot; then ``last`` again."""
+        """Forget the entries waited for, unless recorded again since the snapshot; then set ``last`` again."""
         with self._lock:
             for key, number, _ in waited:
                 entry = self._entries.get(key)
@@ -240,13 +225,12 @@ class PendingStream:
             self._end(waited)
 
     def order_before(self, consumer: int) -> None:
-        """Make the consumer's stream wait (on the GPU) for everything pending on this memory: ``consumer`` is a
-        CUstream, or 1 / 2 for the legacy / per-thread default stream.
+        """Make the consumer's stream wait, on the GPU, for everything pending on this memory.
 
-        The default streams are per context, and a consumer means those of the context current on *its* side:
-        the primary one, for torch and CuPy. Work pending on a stream of another (created) context cannot be
-        ordered before a stream named that way -- the same number would name a stream the consumer never
-        uses -- so the host waits for that stream instead.
+        ``consumer`` is a CUstream, or 1 or 2 for the legacy or per-thread default stream. The default streams
+        are per context, and a consumer means those of the context current on *its* side: the primary one, for
+        torch and CuPy. Work pending on a stream of a created context cannot be ordered before a stream named
+        that way. The same number would name a stream the consumer never uses, so the host waits instead.
         """
         live = self._begin()
         waited: list[tuple[Any, int, Any]] = []
@@ -296,24 +280,30 @@ def _still_running(entry: tuple[weakref.ref[Any], int, int]) -> bool:
 
 
 def _finished(entry: tuple[weakref.ref[Any], int, int]) -> bool:
-    """Whether an entry's stream has no work left that an export must wait for: closed, or collected and
-    released (close() and the release wait for the stream's work)."""
+    """Whether an entry's stream has no work left that an export must wait for.
+
+    That is so when it is closed, or collected and released: close() and the release wait for its work.
+    """
     stream = entry[0]()
     return stream.closed if stream is not None else not _still_running(entry)
 
 
 def _collected_key(entry: tuple[weakref.ref[Any], int, int]) -> tuple[str, int]:
-    """The key of a collected stream's entry once a new stream took over its id() (handles are unique while
-    the deferred release keeps this one)."""
+    """The key of a collected stream's entry once a new stream took over its id().
+
+    Handles are unique while the deferred release keeps this one.
+    """
     return ("collected", entry[2])
 
 
 def _refuse_capturing(live: list[tuple[Any, int, Any]]) -> None:
-    """Refuse to wait for pending work on a stream that is capturing now: an event recorded there (to order a
-    consumer) would itself be captured -- joining the consumer's stream into the graph -- and a synchronize
-    there is a call capture forbids (the driver invalidates the capture). Refuse too while work may still run
-    on a stream collected during a capture (see :class:`PendingStream`). (A wait through the legacy stream is
-    refused where it would be made: :func:`_wait`, :meth:`LegacyStream.synchronize`.)"""
+    """Refuse to wait for pending work on a stream that is capturing now, with BufferError.
+
+    An event recorded there to order a consumer would itself be captured, joining the consumer's stream into
+    the graph. A synchronize there is a call capture forbids: the driver invalidates the capture. Refuse too
+    while work may still run on a stream collected during a capture (see :class:`PendingStream`). A wait
+    through the legacy stream is refused where it would be made: :func:`_wait`, :meth:`LegacyStream.synchronize`.
+    """
     for _, _, stream in live:
         if isinstance(stream, _Collected):
             raise BufferError(
@@ -335,8 +325,10 @@ def _join(last: Any, other: Any) -> None:
 
 
 def _wait(waiter: int, producer: int) -> None:
-    """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far (an event recorded there,
-    then dropped: the driver keeps a pending event alive until it completes). A context must be current."""
+    """Make stream ``waiter`` wait for the work queued on stream ``producer`` so far. A context must be current.
+
+    The event recorded there is dropped at once: the driver keeps a pending event alive until it completes.
+    """
     if not LEGACY_STREAM_HANDLES.isdisjoint((waiter, producer)):
         capture_deferral.refuse_legacy("waiting for this buffer's pending work", peek_current() or None)
     event = c_void_p()
