@@ -1,36 +1,22 @@
 """Core: device memory that knows its shape and dtype -- cust's ``DeviceBuffer<T>``, checked at run time.
 
-Rust checks element types at compile time; Python checks them here, before any byte moves: a copy
-between a ``float32`` buffer and a ``float64`` array is a ``TypeError``, a copy of the wrong size a
-``ValueError`` naming both shapes. Nothing is ever silently converted.
+Rust checks element types when it compiles; rawcuda checks them before any byte moves. A ``float32``
+buffer refuses a ``float64`` array with a ``TypeError``. A copy of the wrong size is a ``ValueError``
+naming both shapes. Nothing is converted silently.
 
-Two ways to move data, and why:
+A copy without a stream waits for all work in the context, before and after: it races no kernel. A copy
+on a stream is ordered with that stream only, and keeps the host array alive until it has run. It
+overlaps other work only from pinned memory (:class:`~rawcuda.core.pinned.PinnedBuffer`).
 
-* **without a stream** (``buf.copy_from(a)``, ``buf.to_array()``): fully synchronous. rawcuda waits for
-  *all* work in the context before and after the copy, so it cannot race a kernel on any stream -- not
-  even a NON_BLOCKING one, which a plain cuMemcpy on the legacy stream would race. Simple and always
-  right; costs a few microseconds of synchronization.
-* **on a stream** (``buf.copy_from(a, stream=s)``): ordered with the other work on ``s`` only, and the
-  host array is kept alive until the copy has happened. Overlaps with other streams only when the host
-  memory is pinned (:class:`~rawcuda.core.pinned.PinnedBuffer`); from pageable memory the driver stages it
-  and the call returns once the data is safe.
-
-``__cuda_array_interface__`` (version 3) lets torch, CuPy and numba use a buffer without copying. Its
-``stream`` is the consumer's to wait for, so it must name the stream whose work on this *memory* may still
-be pending -- whichever view or slice that work went through: every view shares its base's
-:class:`PendingStream`. A closed stream has finished its work (close() waits), so it is reported as None.
-Other libraries' arrays passed to rawcuda are the other direction: :mod:`rawcuda.protocols.cai`.
-
-DLPack (``__dlpack__``, ``torch.from_dlpack(buf)``) adds what the interface lacks, a deleter: the consumer
-says when it is done, so an export *lends* the memory (rawcuda.protocols.loans) and ``close()`` frees it only after the
-last loan ends; rawcuda.protocols.dlpack has the protocol. The way in -- wrapping another library's array without a
-copy -- is ``rawcuda.adopt`` (rawcuda.extras.foreign); ``from_array`` always copies, and only from host memory.
+A view shares the memory and its state (:class:`~rawcuda.core.allocation.Allocation`). torch, CuPy and
+numba use a buffer in place, through ``__cuda_array_interface__`` or DLPack (rawcuda.protocols.dlpack).
+A DLPack export lends the memory: ``close()`` frees it after the last loan ends. ``rawcuda.adopt`` wraps
+another library's array without a copy; ``from_array`` always copies, and only from host memory.
 """
 
 from __future__ import annotations
 
 import math
-import weakref
 from ctypes import byref, c_uint64
 from typing import Any
 
@@ -39,8 +25,9 @@ import numpy as np
 from rawcuda.checked import cu
 from rawcuda.core.guards.pending import PendingStream
 from rawcuda.protocols.dlpack import Exportable, is_device_array, sweep
-from rawcuda.protocols.loans import Loan, Loans
+from rawcuda.protocols.loans import Loan
 
+from .allocation import Allocation
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .elements import exact_element, normalize_dtype, normalize_shape
@@ -75,12 +62,8 @@ class DeviceBuffer(Resource, Exportable):
         ptr = self._allocate(ctx, self.nbytes)
         super().__init__(ctx)
         self._ptr = ptr
-        self._base: DeviceBuffer | None = None
-        # Weak: a view holds its base (the memory must outlive it), so a base holding its views strongly
-        # would make a cycle, and the memory would wait for the cyclic GC (or, with gc.disable(), forever).
-        self._views: weakref.WeakSet[DeviceBuffer] = weakref.WeakSet()
-        self.pending = PendingStream()  # shared with every view (see PendingStream)
-        self.loans = Loans()  # the exports of this memory still held outside (views lend their base's)
+        self._base: DeviceBuffer | None = None  # the owner of the memory, for a view
+        self._join(Allocation(self._new_record(), self.dlpack_device_type))
         if ptr:
             self._take_ownership(ptr)
 
@@ -94,6 +77,16 @@ class DeviceBuffer(Resource, Exportable):
 
     def _take_ownership(self, ptr: int) -> None:
         self._own(_free, ptr)
+
+    def _new_record(self) -> PendingStream:
+        """The PendingStream of new memory. A GrowableBuffer's view returns its grower's instead."""
+        return PendingStream()
+
+    def _join(self, allocation: Allocation) -> None:
+        """Take ``allocation`` as this buffer's state. It is its own at creation, and its base's for a view."""
+        self.allocation = allocation  # Why: docs/hazards.md, "One state per allocation".
+        # Plain attributes, set once from it: copies, the interface and the launch pack read them without a call.
+        self.pending, self.loans, self.dlpack_device_type = allocation.pending, allocation.loans, allocation.kind
 
     # --- constructors ------------------------------------------------------------------------------------
     @classmethod
@@ -115,7 +108,10 @@ class DeviceBuffer(Resource, Exportable):
 
     @classmethod
     def from_array(cls, array: Any, context: Context | None = None, stream: Stream | None = None) -> Any:
-        """A new buffer with the shape, dtype and contents of a host array (a copy, always)."""
+        """A new buffer with a host array's shape, dtype and contents: always a copy.
+
+        A GPU array is refused: ``rawcuda.adopt`` wraps one without a copy.
+        """
         if not isinstance(array, np.ndarray) and is_device_array(array):
             raise TypeError(
                 f"from_array copies host arrays, and this {type(array).__name__} is GPU memory: "
@@ -159,7 +155,10 @@ class DeviceBuffer(Resource, Exportable):
 
     # --- views -------------------------------------------------------------------------------------------
     def view(self, offset: int = 0, shape: int | tuple[int, ...] | None = None, dtype: Any = None) -> DeviceBuffer:
-        """A buffer sharing this memory from element ``offset`` on (the owner keeps the memory)."""
+        """A buffer over this memory from element ``offset`` on. The owner keeps the memory.
+
+        The view shares the owner's allocation: its pending record, its loans and its set of views.
+        """
         self.check_open()
         dt = self.dtype if dtype is None else normalize_dtype(dtype)
         start = offset * self.dtype.itemsize
@@ -187,9 +186,8 @@ class DeviceBuffer(Resource, Exportable):
         view.shape, view.dtype, view.nbytes = dims, dt, nbytes
         view._ptr = self._ptr + start if nbytes else 0
         view._base = self if self._base is None else self._base
-        view._views, view.pending, view.loans = weakref.WeakSet(), self.pending, self.loans
-        view.dlpack_device_type = self.dlpack_device_type  # a view of managed memory is managed memory
-        view._base._views.add(view)
+        view._join(self.allocation)
+        self.allocation.views.add(view)
         return view
 
     def __getitem__(self, index: slice) -> DeviceBuffer:
@@ -206,11 +204,14 @@ class DeviceBuffer(Resource, Exportable):
         return self.view(start * row, (max(stop - start, 0), *self.shape[1:]))
 
     def close(self) -> None:
-        """Free the memory now -- or, while another library still holds an export of it (DLPack), when the last
-        one is given back. Views of it become closed too."""
-        for view in list(self._views):
-            view.close()  # a view owns nothing: this only makes later use a ClosedError
-        self._views.clear()
+        """Free the memory now, or after the last DLPack export of it is given back.
+
+        Closing the owner closes its views too. A view owns nothing, so its close frees nothing.
+        """
+        if self._base is None:  # the owner: its views close with it
+            for view in list(self.allocation.views):
+                view.close()  # a view owns nothing: this only makes later use a ClosedError
+            self.allocation.views.clear()
         if not self._closed and self._base is None and self.loans.outstanding and self.context.usable:
             sweep()  # capsules dropped unconsumed end their loans first
             finalizer = self._finalizer  # None: owns nothing (empty; a ManagedBuffer's memory is its host views')
@@ -219,20 +220,26 @@ class DeviceBuffer(Resource, Exportable):
         super().close()
 
     def lend(self) -> Loan:
-        """Keep this memory for an outside holder until ``loan.end()``: ``close()`` of the buffer, or of its
-        context, frees it only after every loan has ended. (rawcuda.protocols.dlpack lends for each export.)"""
+        """Keep this memory for an outside holder until ``loan.end()``.
+
+        ``close()`` of the buffer or of its context frees it only after every loan has ended. A view lends
+        its owner's memory. rawcuda.protocols.dlpack lends once for each export.
+        """
         self.check_open()
         if self._base is not None:
             return self._base.lend()
         return self.loans.lend(self.context)
 
     def dlpack_host_wait(self) -> Any:
-        """How the host waits before reading this memory itself: a view asks its base (device memory: None)."""
+        """How the host waits before it reads this memory. None for device memory; a view asks its owner."""
         return None if self._base is None else self._base.dlpack_host_wait()
 
     # --- copies ------------------------------------------------------------------------------------------
     def copy_from(self, src: Any, stream: Stream | None = None) -> None:
-        """Fill this buffer from a host array (or PinnedBuffer) or another DeviceBuffer of the same shape/dtype."""
+        """Fill this buffer from a host array, a PinnedBuffer or another DeviceBuffer. Shape and dtype must match.
+
+        On a stream, from pageable memory, the driver stages the data: the call returns once it is safe.
+        """
         self.check_open()
         if isinstance(src, DeviceBuffer):
             self._copy_device(dst=self, src=src, stream=stream)
@@ -268,7 +275,7 @@ class DeviceBuffer(Resource, Exportable):
         )
 
     def to_array(self, stream: Stream | None = None) -> np.ndarray:
-        """A new host array with this buffer's contents (on ``stream``: waits for that stream only)."""
+        """A new host array with this buffer's contents. On ``stream``, it waits for that stream only."""
         out = np.empty(self.shape, self.dtype)
         self.copy_to(out, stream=stream)
         if stream is not None:
@@ -306,13 +313,16 @@ class DeviceBuffer(Resource, Exportable):
     def _transfer(
         self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any, host: PendingStream | None = None
     ) -> None:
-        """Run a copy or memset, recording its stream as pending on this memory (and on the pinned ``host``
-        memory at the other end, whose DLPack export must wait for it too)."""
+        """Run a copy or memset, and record its stream as pending on this memory.
+
+        ``host`` is the record of pinned memory at the other end. Its DLPack export must wait for the copy too.
+        """
         if self.nbytes == 0:
             return
         ctx = self.context
         if stream is None:
             # Fully synchronous: nothing still running may touch this memory, and nothing after may start early.
+            # Why: docs/hazards.md, "A copy without a stream waits for the whole context".
             ctx.synchronize()
             synchronous()
             ctx.synchronize()
@@ -324,9 +334,8 @@ class DeviceBuffer(Resource, Exportable):
         ctx.activate()
         on_stream(handle)
         stream.keep_alive(keep)
-        if (
-            stream.capturing is None
-        ):  # a captured copy runs at replay, not now: as for launches (rawcuda.core.guards.pending)
+        # A captured copy runs at replay, not now: as for launches (rawcuda.core.guards.pending).
+        if stream.capturing is None:
             self.pending.record(stream)
             if host is not None:
                 host.record(stream)
@@ -340,7 +349,7 @@ class DeviceBuffer(Resource, Exportable):
         self._set(1, byte, self.nbytes, stream)
 
     def fill(self, value: Any, stream: Stream | None = None) -> None:
-        """Set every element to ``value`` (converted to this dtype; a lossy conversion is a TypeError)."""
+        """Set every element to ``value``, converted to this dtype. A lossy conversion is a TypeError."""
         self.check_open()
         element = exact_element(value, self.dtype)
         size = element.dtype.itemsize
@@ -368,9 +377,11 @@ class DeviceBuffer(Resource, Exportable):
     def __cuda_array_interface__(self) -> dict[str, Any]:
         """Version 3 of the CUDA Array Interface: shape, typestr, data pointer, and the stream to wait on.
 
-        ``stream`` names a stream after which no async rawcuda operation on this memory -- through this
-        buffer or any view of it, kernel launches included -- is pending, or None when nothing is
-        (rawcuda.core.guards.pending). Graph replays are not tracked: synchronize their stream before sharing.
+        ``stream`` is the consumer's to wait for: after it, no async rawcuda work on this memory is pending.
+        That covers copies and kernel launches, through this buffer or any view of it. It is None when
+        nothing is pending. A closed stream has finished its work (close() waits), so it counts as none.
+        Graph replays are not tracked: synchronize their stream before sharing.
+        rawcuda.core.guards.pending keeps the record. rawcuda.protocols.cai reads other libraries' interfaces.
         """
         self.check_open()
         return {

@@ -1,35 +1,18 @@
 """Core: pinned host memory, seen through a numpy array.
 
-Why pin? The copy engines move data by DMA, which needs physical pages that cannot be swapped or moved.
-From ordinary (pageable) memory the driver first copies into a pinned staging buffer of its own -- an
-extra copy, and no overlap with computation. Memory from ``cuMemHostAlloc`` is pinned already: copies
-from it run at full PCIe/NVLink speed and truly asynchronously.
+Copy engines move data by DMA, which needs pages that cannot be swapped out or moved. From pageable
+memory the driver first copies into a pinned staging buffer: an extra copy, and no overlap. Memory from
+``cuMemHostAlloc`` is pinned already, so copies from it run at full speed and truly asynchronously.
 
-The flags (:class:`~rawcuda.ffi.constants.HostAllocFlag`) matter:
+The flags (:class:`~rawcuda.ffi.constants.HostAllocFlag`): ``PORTABLE`` pins it for every context, not
+only its own. ``DEVICEMAP`` maps it into the device address space too, for kernels ("zero copy").
+``WRITECOMBINED`` is fast for the host to write and the GPU to read, but **very slow for the host to
+read** (uncached): use it only for buffers the host never reads back.
 
-* ``PORTABLE`` -- pinned for every context, not only the one that allocated it;
-* ``DEVICEMAP`` -- also mapped into the device address space (kernels can read it directly, "zero copy");
-* ``WRITECOMBINED`` -- the CPU writes it fast and the GPU reads it fast over PCIe, but **CPU reads are
-  very slow** (uncached): use it only for buffers the host writes and never reads back.
-
-Lifetime and safety: the numpy array is a *view* of driver memory, and nothing can stop numpy from
-reading it. If ``close()`` freed that memory while a view still existed, touching the view would crash
-the interpreter. So the memory belongs to the ctypes object under the views: ``close()`` gives up
-rawcuda's reference, and the memory is freed when the last view is gone too (immediately, in the usual
-case of no outside views). The same holds for the *context*: destroying it would free the memory under
-the views, so a view keeps its context alive (:meth:`~rawcuda.core.context.Context.hold`) -- ``ctx.close()``
-closes everything, and the CUcontext itself goes with the last view.
-
-Two things a view cannot survive: a sticky error (the context is poisoned and rawcuda never calls into it
-again -- the memory is left mapped, not freed) and ``fork()``. The driver maps pinned and managed memory so
-that a forked child does not inherit it: a view the child touches is a segmentation fault that no library
-can intercept. In the child, ``buf.array`` raises :class:`~rawcuda.checked.errors.ForkedProcessError`;
-views obtained before the fork must not be touched there (fork before you allocate, or use "spawn").
-
-DLPack: ``np.from_dlpack(pinned)`` reads the memory in place (kDLCUDAHost; numpy reads host memory). An
-export holds the memory exactly as a numpy view does (:meth:`PinnedBuffer.lend`), and waits first for async
-copies into it that went through this PinnedBuffer (``buf.copy_to(pinned, stream=s)``): they are recorded
-in its ``pending``, as a device buffer's are. A copy through a numpy slice of ``.array`` is not seen there.
+The memory belongs to its numpy views. ``close()`` gives up rawcuda's reference; the last view frees it.
+A view holds the context too. A forked child must not touch it: ``.array`` raises ForkedProcessError.
+``np.from_dlpack(pinned)`` reads it in place, after the async copies recorded through this PinnedBuffer.
+A copy through a numpy slice of ``.array`` is not recorded.
 """
 
 from __future__ import annotations
@@ -59,10 +42,11 @@ from .resource import Resource
 def host_view(
     ptr: int, nbytes: int, shape: tuple[int, ...], dtype: np.dtype, context: Context, release: Any
 ) -> tuple[Any, np.ndarray]:
-    """A numpy array over ``nbytes`` at host address ``ptr``; ``release(ptr)`` runs when no view is left.
+    """A numpy array over ``nbytes`` at host address ``ptr``. ``release(ptr)`` runs when no view is left.
 
-    Until then the context holds (see Context.hold): closing it must not free the memory under a view.
+    Until then the context is held (Context.hold): closing it must not free the memory under a view.
     """
+    # Why: docs/hazards.md, "Host memory belongs to its numpy views".
     if nbytes == 0:
         return None, np.empty(shape, dtype)
     raw = (ctypes.c_byte * nbytes).from_address(ptr)
@@ -77,8 +61,10 @@ def _free_host(ptr: int) -> None:
 
 
 def lend_host_memory(raw: Any) -> Loan:
-    """A loan on host-view memory: it holds ``raw`` (the object under the views, see :func:`host_view`) as one
-    more view would, until it ends."""
+    """A loan on host-view memory. Until it ends, it holds ``raw`` as one more view would.
+
+    ``raw`` is the object under the views (:func:`host_view`).
+    """
     return Loan(functools.partial(_hold, raw))
 
 
@@ -125,9 +111,12 @@ class PinnedBuffer(Resource, Exportable):
 
     @property
     def array(self) -> np.ndarray:
-        """The numpy view of the pinned memory. It stays valid after this buffer's close() and its context's,
-        until you drop it (the memory goes with the last view); not in a forked child (ForkedProcessError)."""
+        """The numpy view of the pinned memory. It stays valid after close() of this buffer and of its context.
+
+        The memory goes with the last view. In a forked child, this raises ForkedProcessError.
+        """
         self.check_open()
+        # Why: docs/hazards.md, "Host memory in a forked child".
         if self.context.forked:  # (not usable() alone: after a sticky error the memory is still readable)
             self.context.check_usable()
         return self._array
@@ -156,7 +145,7 @@ class PinnedBuffer(Resource, Exportable):
         return dptr.value
 
     def lend(self) -> Loan:
-        """Hold this memory for an outside holder (a DLPack consumer) until ``loan.end()``, as a view does."""
+        """Hold this memory for an outside holder until ``loan.end()``, as a view does. DLPack lends per export."""
         self.check_open()
         return lend_host_memory(self._raw)
 
@@ -165,7 +154,7 @@ class PinnedBuffer(Resource, Exportable):
         return self.pending.synchronize
 
     def close(self) -> None:
-        """Give up the memory: freed now, or when the last outside numpy view (or DLPack export) is dropped."""
+        """Give up the memory. It is freed now, or when the last outside numpy view or DLPack export goes."""
         if self._closed:
             return
         self._raw = None

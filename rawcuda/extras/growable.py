@@ -105,8 +105,8 @@ def _teardown(base: int, reserved: int, chunks: list[tuple[int, int, int]]) -> N
 class _MappedView(DeviceBuffer):
     """A DeviceBuffer over memory a GrowableBuffer owns: allocates nothing, frees nothing.
 
-    It goes through DeviceBuffer's own constructor, whose two hooks (``_allocate`` and
-    ``_take_ownership``) are where a buffer normally gets and owns its memory; here they borrow instead.
+    It goes through DeviceBuffer's own constructor, whose hooks (``_allocate``, ``_take_ownership`` and
+    ``_new_record``) are where a buffer normally gets and owns its memory; here they borrow instead.
     It holds its GrowableBuffer, so the mapping cannot disappear under a view that is still in use.
     """
 
@@ -114,15 +114,17 @@ class _MappedView(DeviceBuffer):
         self._borrowed_ptr = ptr
         self._owner = owner
         super().__init__(shape, dtype, owner.context)
-        # The memory outlives this view (grow() makes a new one): the stream of work still pending on it is
-        # the GrowableBuffer's to remember, for the __cuda_array_interface__ of every later view.
-        self.pending = owner.pending
 
     def _allocate(self, ctx: Context, nbytes: int) -> int:
         return self._borrowed_ptr if nbytes else 0
 
     def _take_ownership(self, ptr: int) -> None:
         pass  # the GrowableBuffer unmaps and frees it
+
+    def _new_record(self) -> PendingStream:
+        # The memory outlives this view (grow() makes a new one): the stream of work still pending on it is
+        # the GrowableBuffer's to remember, for the __cuda_array_interface__ of every later view.
+        return self._owner.pending
 
     def lend(self) -> Loan:
         # A loan would promise memory that the GrowableBuffer's close() unmaps whatever is still out.
