@@ -100,7 +100,7 @@ BOUND_VS_C_TARGET = 1.05
 
 
 def launch_targets(launch: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
-    """Issue 15's launch targets: Function.launch <= every Python peer; the bound launch <= 1.05x C."""
+    """The launch targets: Function.launch <= every Python peer; the bound launch <= 1.05x C."""
     rows: list[tuple[str, bool | None, str]] = []
     ours = launch["rawcuda_launch"]
     peers = {name: launch[name]["us"] for name in PER_CALL_PEERS if name in launch}

@@ -9,11 +9,11 @@ eps) * (|A| @ |B|), rawcuda.ops.sgemm's error_bound), before it is timed. torch.
 (which also shows TF32 really was off: TF32 rounds inputs to 10-bit mantissas, far past the fp32 bound).
 Times are CUDA events around one launch on the legacy default stream: WARMUP launches, then the median of
 at least MIN_REPS and about TARGET_S seconds of launches. TFLOP/s = 2 M N K / time. The kernel
-that kernels/matmul.cu shipped before (ops.matmul until issue 15) is measured as well, for the record.
+that kernels/matmul.cu shipped before (ops.matmul until the SGEMM progression) is measured as well, for the record.
 
 Writes <date>-<gpu>-sgemm.json and .md to --out (default bench/results), and a .png when matplotlib is
 installed (pip install rawcuda[plot]): each kernel's TFLOP/s as a bar, torch as a line. The Markdown states
-the target of issue 15 -- the best fp32 kernel >= 80% of torch.matmul -- as met or not, with the numbers,
+the SGEMM target -- the best fp32 kernel >= 80% of torch.matmul -- as met or not, with the numbers,
 and names the fastest float4 and any-input kernels: the values for ops.MATMUL_KERNEL / MATMUL_ANY_KERNEL.
 
 Usage: python bench/sgemm.py [--out DIR] [--quick]   (--quick: 1024^3 and a smaller tall shape, to try it)
@@ -48,10 +48,10 @@ WARMUP = 2
 MIN_REPS = 5
 MAX_REPS = 50
 TARGET_S = 0.25  # timed launches per kernel and shape: about this long
-TARGET_OF_PEER = 0.80  # issue 15: the best fp32 kernel reaches 80% of torch.matmul (TF32 off)
+TARGET_OF_PEER = 0.80  # the SGEMM target: the best fp32 kernel reaches 80% of torch.matmul (TF32 off)
 EPS32 = float(np.finfo(np.float32).eps)
 NAN = np.float32(np.nan)
-PREVIOUS = ("matmul", "matmul")  # kernels/matmul.cu: ops.matmul's kernel before issue 15 (block 16 x 16)
+PREVIOUS = ("matmul", "matmul")  # kernels/matmul.cu: ops.matmul's kernel before the SGEMM progression (block 16 x 16)
 PREVIOUS_TILE, PREVIOUS_BLOCK = 64, (16, 16)
 EXIT_OK, EXIT_FAILED, EXIT_NO_GPU = 0, 1, 77
 TF32_STEP = sgemm.KERNELS["sgemm_09_tf32"]  # the stretch step: compared with torch's TF32 matmul
@@ -142,7 +142,7 @@ def torch_peer(problem: Problem, tf32: bool) -> tuple[dict[str, Any], str]:
 
 
 def previous_kernel(problem: Problem) -> dict[str, Any]:
-    """kernels/matmul.cu's matmul, launched as ops.matmul launched it before issue 15."""
+    """kernels/matmul.cu's matmul, launched as ops.matmul launched it before the SGEMM progression."""
     fn = ops.kernel(*PREVIOUS, default_context())
     m, n, k = problem.m, problem.n, problem.k
     grid = (-(-n // PREVIOUS_TILE), min(-(-m // PREVIOUS_TILE), sgemm.MAX_GRID_Y))
@@ -160,7 +160,7 @@ def run_shape(label: str, problem: Problem) -> list[dict[str, Any]]:
     peer, version = torch_peer(problem, tf32=False)
     rows.append({"kind": "peer", "kernel": "torch.matmul", "summary": f"cuBLAS via torch {version}, TF32 off", **peer})
     print(f"{label} {shape}: torch.matmul {peer.get('tflops', float('nan')):.1f} TFLOP/s", flush=True)
-    rows.append({"kind": "previous", "kernel": "matmul (kernels/matmul.cu)", "summary": "ops.matmul before issue 15"})
+    rows.append({"kind": "previous", "kernel": "matmul (kernels/matmul.cu)", "summary": "ops.matmul's former kernel"})
     rows[-1].update(previous_kernel(problem))
     fp32_steps = tuple(s for s in sgemm.STEPS if not s.tf32)
     groups = (("step", fp32_steps), ("tune", sgemm.TUNE), ("any", sgemm.ANY), ("tf32", (TF32_STEP,)))
@@ -195,7 +195,7 @@ def best(rows: list[dict[str, Any]], label: str, kinds: tuple[str, ...]) -> dict
 
 
 def targets(rows: list[dict[str, Any]]) -> list[tuple[str, bool | None, str]]:
-    """(target, met?, numbers): issue 15's 80% of torch at each shape, and the verification of every kernel."""
+    """(target, met?, numbers): the SGEMM target, 80% of torch, at each shape, and the verification of every kernel."""
     found: list[tuple[str, bool | None, str]] = []
     for label in SHAPES:
         peer = next((r for r in rows if r["shape"] == label and r["kind"] == "peer"), {})

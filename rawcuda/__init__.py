@@ -1,16 +1,16 @@
 """rawcuda, the package: the CUDA Driver API from Python through hand-written ctypes declarations.
 
-Three layers, visible in the folders (docs/architecture.md draws the whole map)::
+One folder per role, each importing only the folders below it (docs/architecture.md draws the map)::
 
-    layer 2  rawcuda/*.py     the objects: Context, Stream, Event, DeviceBuffer, Module, Function, Graph ...
-                              (context managers with deterministic close(); no manual glue)
-    layer 1  rawcuda/checked/ the tables bound to libcuda / libnvrtc; every result code -> an exception;
-                              the exceptions; tracing; cuGetProcAddress
-    layer 0  rawcuda/ffi/     declarations only: ffi/cuda/ (THE driver table), ffi/nvrtc.py, types,
-                              constants, result codes, and the one library loader
-    tools    rawcuda/tools/   the C header reader and header check, the kernel build, doctor, demo
-
-Each layer imports only the layers below it.
+    ops/        the shipped kernels as functions: ops.vector_add, ops.sum, ops.matmul ...
+    graphs/     stream capture and CUDA graphs         extras/  aio, managed, growable, nvrtc, adopt
+    core/       the objects: Context, Stream, Event, DeviceBuffer, Module, Function (the textbook)
+    core/guards/  what keeps core right beside other libraries, threads and the GC
+    protocols/  DLPack and the CUDA Array Interface as data
+    checked/    layer 1: the tables bound to libcuda / libnvrtc; every result code -> an exception
+    ffi/        layer 0: declarations only -- the driver table, NVRTC's, types, constants, the loader
+    tools/      beside them: the header check, the kernel build, doctor, demo
+    testing/    beside them: the pytest plugin, the leak check, assert_device_equal
 
 ``import rawcuda`` never touches the driver: libcuda is opened on the first call that needs it, so the
 package imports on machines without a GPU. Heavier submodules are imported on first attribute access.

@@ -48,7 +48,7 @@ ARCH_DIGITS = 10  # cuFuncGetAttribute answers architectures as major * 10 + min
 LAYERS = """\
 by hand (step 3)                     the rawcuda layer that does it (each imports only the layers below)
 -----------------------------------  ------------------------------------------------------------------
-module, function = c_void_p(), ...   layer 2  rawcuda/core/module.py, function.py, devicebuffer.py, ...:
+module, function = c_void_p(), ...   core     rawcuda/core/module.py, function.py, devicebuffer.py, ...:
 (the whole step, and the launch)              Module(ptx).function("saxpy").launch(...): objects with
                                               close()/with, lifetimes, arguments checked against the PTX
 code = cuModuleGetFunction(...)      layer 1  rawcuda/checked/binding.py: cu.cuModuleGetFunction binds

@@ -34,7 +34,7 @@ from . import process
 from .classify import error_class
 from .errors import FORK_ADVICE, CudaError, NvrtcError, OutOfMemoryError
 
-#: Called with every CudaError before it is raised (layer 2 uses this to mark poisoned contexts).
+#: Called with every CudaError before it is raised (core/guards/contextregistry.py uses this to mark poisoned contexts).
 error_observers: list[Callable[[CudaError], None]] = []
 
 # Codes whose message should say *which* libcuda answered: the first thing to check for each.

@@ -272,7 +272,7 @@ class Context:
                 cu.cuCtxSynchronize()
         except CudaError as exc:  # a sticky error surfacing now: stop calling into the context
             errors.append(exc)
-        # Children in close order, then what higher layers cached that closes (interop's event).
+        # Children in close order, then what higher layers cached that closes (foreignorder's event).
         children = sorted(self._children, key=lambda c: getattr(c, "close_order", CloseOrder.OTHER))
         for child in [*children, *(v for v in self.cache.values() if hasattr(v, "close"))]:
             try:

@@ -1,4 +1,4 @@
-"""Layer 2 data: the kernels rawcuda ships, as PTX -- compiled from ``kernels/*.cu`` by ``python build.py``.
+"""Package data: the kernels rawcuda ships, as PTX -- compiled from ``kernels/*.cu`` by ``python build.py``.
 
 This directory is package data. It holds one ``<stem>.ptx`` per kernel source ``kernels/<stem>.cu``
 and ``manifest.json``, which says for each: the cache key it was built with, the PTX ISA version, the

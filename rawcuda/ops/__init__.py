@@ -14,7 +14,7 @@ Every function checks shapes and dtypes before launching, runs on ``stream`` (th
 when None) and returns before the GPU finishes, except ``sum``, which returns a Python float.
 
 Sizes. Every kernel takes its extents as ``size_t`` and indexes in 64 bits, so any buffer a GPU can hold
-works -- an H200 holds a 1 x 2^31 float matrix easily, and with ``int`` sizes that one wrapped (issue 12).
+works -- an H200 holds a 1 x 2^31 float matrix easily, and with ``int`` sizes that one wraps.
 What is left to bound is the grid: ``gridDim.y`` is at most 65535 and ``gridDim.x`` 2^31 - 1. Where a
 kernel walks its tiles or elements in a loop, the grid is capped and the loop covers the rest (bias_relu
 in x and y; transpose and the SGEMM kernels in y); where it does not, the entry point refuses the size with a

@@ -12,7 +12,7 @@ safely is whether one byte there is *readable*: ``write(2)`` of that byte into a
 the kernel, which fails with ``EFAULT`` instead of faulting the process. Why not ``mincore(2)``, which
 asks only whether a page is mapped? Because the likeliest wrong numbers are mapped: a device pointer lies
 in the driver's address reservation, mapped with no access at all (``---p`` in ``/proc/self/maps``), and
-passed that test and crashed the driver (attack a02 on the H200). A readable page refuses small integers,
+passed that test and crashed the driver (seen on the H200). A readable page refuses small integers,
 device pointers, ``PROT_NONE`` guard pages and unmapped garbage -- though not a pointer to some other
 readable object, nor a stream destroyed a moment ago whose memory the driver still holds: nothing short
 of the driver could tell those apart, and it does not offer to.

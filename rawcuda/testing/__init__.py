@@ -7,11 +7,11 @@ What each file holds::
     gpu.py      gpu_unavailable_reason(): why this machine cannot run GPU tests, in one line
     plugin.py   the pytest plugin: the ``gpu`` and ``no_leaks`` markers and the ``cuda_*`` fixtures
 
-Where it sits: on top of layer 2, beside the tools -- it uses the objects (Context, Stream, DeviceBuffer)
-through their public names, and nothing in the layers imports it. pytest imports the plugin in every
-session once rawcuda is installed (an entry point), so this package must cost nothing to import: it
-touches no driver and imports neither numpy nor the driver tables; the names below are imported on first
-use (PEP 562), as rawcuda's own are. The README shows a test of one's own kernel with all of it.
+Where it sits: on top of core, graphs, extras and ops, beside the tools -- it uses the objects (Context, Stream,
+DeviceBuffer) through their public names, and nothing in the layers imports it. pytest imports the plugin in
+every session once rawcuda is installed (an entry point), so this package must cost nothing to import: it
+touches no driver and imports neither numpy nor the driver tables; the names below are imported on first use
+(PEP 562), as rawcuda's own are. The README shows a test of one's own kernel with all of it.
 """
 
 from __future__ import annotations

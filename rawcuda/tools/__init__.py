@@ -1,4 +1,4 @@
-"""Tool package: programs built on rawcuda, outside its three layers (they may import any of them).
+"""Tool package: programs built on rawcuda, outside its layers (they may import any of them).
 
 ``cheader`` reads cuda.h as a C compiler would and ``headercheck`` proves the declaration tables against it;
 ``nvcc`` and ``kernelbuild`` turn ``kernels/*.cu`` into the PTX the package ships (``build.py`` is their

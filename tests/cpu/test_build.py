@@ -33,7 +33,7 @@ TRANSCENDENTALS = {
     "sin_map": ["u64", "u64", "u64"],
 }
 #: The kernels other code depends on: source stem -> entries -> PTX parameter types. Every extent is a
-#: size_t (.u64): an H200 holds matrices with a side of 2^31 floats, where an `int` size wrapped (issue 12).
+#: size_t (.u64): an H200 holds matrices with a side of 2^31 floats, where an `int` size wraps.
 CONTRACT = {
     "elementwise": {"bias_relu": ["u64", "u64", "u64", "u64", "u64"], "gelu": ["u64", "u64", "u64"]},
     "matmul": {"matmul": ["u64", "u64", "u64", "u64", "u64", "u64"]},

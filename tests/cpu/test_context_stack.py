@@ -350,7 +350,7 @@ def test_a_context_closed_inside_another_contexts_block_gives_the_block_its_slot
     fake_ctx_libcuda: Path,
 ) -> None:
     # Before: b's entry (made by a call, in place of a's) was removed, and a's __exit__ then popped the primary
-    # under it: CuPy's next kernel failed with CUDA_ERROR_INVALID_CONTEXT on the H200 (attack a05, round 4).
+    # under it: CuPy's next kernel failed with CUDA_ERROR_INVALID_CONTEXT on the H200.
     result = scenario(
         fake_ctx_libcuda,
         """
@@ -519,7 +519,7 @@ def test_a_context_closed_on_another_thread_stays_current_here_until_rawcuda_is_
 
 def test_a_block_whose_entry_lies_under_another_librarys_push_is_still_told(fake_ctx_libcuda: Path) -> None:
     # Before (slot mapping alone): the foreign push sat in a's block slot, a's own entry below it was taken for
-    # one made by a call, the block was not told, and its __exit__ popped the primary (attack a04 S2, round 6).
+    # one made by a call, the block was not told, and its __exit__ popped the primary.
     result = scenario(
         fake_ctx_libcuda,
         """
@@ -538,7 +538,7 @@ def test_a_block_whose_entry_lies_under_another_librarys_push_is_still_told(fake
 
 def test_a_closed_blocks_context_is_never_pushed_back(fake_ctx_libcuda: Path) -> None:
     # Before: a's call-made entry sat in b's block slot after b had closed, and a.close() pushed the destroyed b
-    # back into it: on the H200 the process aborted (free(): invalid pointer; attack a04 S5, round 6).
+    # back into it: on the H200 the process aborted (free(): invalid pointer).
     result = scenario(
         fake_ctx_libcuda,
         """
@@ -564,7 +564,7 @@ def test_a_closed_blocks_context_is_never_pushed_back(fake_ctx_libcuda: Path) ->
 
 
 def test_a_call_made_entry_in_a_closed_blocks_slot_tells_that_block(fake_ctx_libcuda: Path) -> None:
-    # Before (review, round 6): c's entry sat in b's slot; b.close() found no entry of b, c.close() could not
+    # Before: c's entry sat in b's slot; b.close() found no entry of b, c.close() could not
     # push the closed b back, and b's __exit__ then popped a -- and a's own exit the primary under it.
     result = scenario(
         fake_ctx_libcuda,
@@ -585,7 +585,7 @@ def test_a_call_made_entry_in_a_closed_blocks_slot_tells_that_block(fake_ctx_lib
 
 
 def test_a_context_collected_while_a_close_walks_the_stack_is_not_pushed_back(fake_ctx_libcuda: Path) -> None:
-    # Before (review, round 6): the GC may run inside leave()'s walk; a dropped context's finalizer then walked
+    # Before: the GC may run inside leave()'s walk; a dropped context's finalizer then walked
     # the half-popped stack itself, found nothing of its own there, and was destroyed -- and the outer walk
     # pushed the destroyed context back with the entries it had popped.
     result = scenario(
@@ -626,7 +626,7 @@ def test_a_context_collected_while_a_close_walks_the_stack_is_not_pushed_back(fa
 
 
 def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here(fake_ctx_libcuda: Path) -> None:
-    # Before (attack a04 S6, round 7, on the H200): a closed on the main thread while a worker was inside
+    # Before (on the H200): a closed on the main thread while a worker was inside
     # `with a: with b:`; b.close() on the worker walked its stack and pushed the destroyed a back, and the
     # pop of a's block then crashed the process (a segfault in cuCtxPopCurrent). Here the destroyed entry goes,
     # and a's block pops nothing.
@@ -696,7 +696,7 @@ class Driver:
 
 
 def test_a_context_collected_on_top_of_the_half_popped_stack_waits_for_the_walk(fake_ctx_libcuda: Path) -> None:
-    # Before (attack a22 a01 W1, round 7, on the H200): y's finalizer destroyed it in the middle of x's walk,
+    # Before (on the H200): y's finalizer destroyed it in the middle of x's walk,
     # with y on top of what was left -- cuCtxDestroy popped it, the walk's next pop popped nothing it knew,
     # and the thread was left with nothing current. Now the destroy waits for the walk to put the stack back.
     result = scenario(
@@ -722,7 +722,7 @@ def test_a_context_collected_on_top_of_the_half_popped_stack_waits_for_the_walk(
 
 @pytest.mark.parametrize("at", [2, 3, 4])
 def test_a_generators_block_ending_in_a_walk_pops_after_it(fake_ctx_libcuda: Path, at: int) -> None:
-    # Before (attack a22 a01 W4/W5, round 7, on the H200): a generator suspended in `with g:` was collected in
+    # Before (on the H200): a generator suspended in `with g:` was collected in
     # the middle of x's walk, and g's __exit__ popped whatever was on top of the half-popped stack -- the
     # primary, or nothing (a ContextError out of a finalizer); g was then left current. Now its pop waits for
     # the walk. (at: the pop after which it is collected -- x taken off, then g, then the primary.)

@@ -548,7 +548,7 @@ def test_a_numpy_integer_stream_is_taken_as_the_int_it_holds() -> None:
 @pytest.mark.parametrize("number", [3, 0xDEAD_BEEF_000, 0x7FFF_FFFF_FFFF_FFFF], ids=["3", "unmapped", "2^63-1"])
 def test_a_consumer_stream_this_process_cannot_read_is_refused(number: int) -> None:
     # cuStreamWaitEvent reads the number as a pointer: before the check, __dlpack__(stream=3) with work
-    # pending on the buffer killed the process (SIGSEGV in the driver, attack a10 on the H200).
+    # pending on the buffer killed the process (SIGSEGV in the driver, on the H200).
     with pytest.raises(ValueError, match="no CUstream: this process cannot read memory at that address"):
         plan(stream=number)
     assert plan(HOST, host_accessible=True, dl_device=(CPU, 0)).sync == dlpack.HOST
@@ -656,7 +656,7 @@ def test_from_array_copies_host_memory_only_and_says_how_to_adopt(array: Any) ->
 
 @pytest.mark.parametrize("said", [(2.9, 0.7), ("2", "0"), (2, 0, 0), None, (True, 0)])
 def test_a_producers_malformed_dlpack_device_is_refused_before_any_driver_call(said: Any) -> None:
-    # Before (attack a22 a08 D7, round 7): int() read (2.9, 0.7) and ('2', '0') as CUDA device 0, and
+    # Before: int() read (2.9, 0.7) and ('2', '0') as CUDA device 0, and
     # (2, 0, 0) ended in "too many values to unpack". A consumer's dl_device must be two ints; so must this.
     class Broken:
         def __dlpack__(self, **kwargs: Any) -> Any:

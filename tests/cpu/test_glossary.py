@@ -1,6 +1,6 @@
-"""docs/glossary.md: every term issue 13 named is defined, in the shape tutorials/_glossary.py reads, and the
-tutorials' ``t.term(...)`` calls define each word the learning path uses -- in the first tutorial that prints
-it, at the step that first prints it.
+"""docs/glossary.md: every term the tutorials use before teaching it is defined, in the shape
+tutorials/_glossary.py reads, and the tutorials' ``t.term(...)`` calls define each word the learning path
+uses -- in the first tutorial that prints it, at the step that first prints it.
 
 The tutorials are read, not run (``ast``): what a tutorial prints is the string literals of its
 ``t.step``/``t.say``/``t.check``/``t.term`` calls -- f-string pieces included, and the text of a module-level
@@ -27,7 +27,7 @@ DEFINITION_MAX_CHARS = 160  # t.term prints the definition as one line of a tuto
 PRINTING_METHODS = {"step", "say", "check", "term"}
 NONE_YET = "none yet"
 
-# Issue 13: "terms used before they are taught"; each must be in the glossary under its name or another one.
+# Terms the tutorials use before they teach them; each must be in the glossary under its name or another one.
 REQUIRED = [
     "legacy default stream",
     "per-thread default stream",
@@ -134,7 +134,7 @@ def test_links_are_githubs_heading_anchors(heading: str, anchor: str) -> None:
 
 
 # --- the tutorials' t.term calls ---------------------------------------------------------------------------------
-# The words the learning path uses (issue 13): each must be defined by a t.term call in some tutorial. With the
+# The words the learning path uses: each must be defined by a t.term call in some tutorial. With the
 # rules below, that is the first tutorial (in file order: 00a, 00b, 01, 02, 03a ... 14) that prints it.
 INTRODUCED = [
     "CUresult",

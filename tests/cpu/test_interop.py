@@ -37,7 +37,7 @@ def test_the_address_passes_and_the_stream_is_collected() -> None:
 
 @pytest.mark.parametrize("stream", [True, 1.9, "2", 2.0], ids=["bool", "float", "str", "whole-float"])
 def test_a_stream_that_is_not_an_int_is_malformed(stream: object) -> None:
-    # int() read these as streams 1, 1, 2 and 2 (attack a01, round 4); the spec says an integer.
+    # int() read these as streams 1, 1, 2 and 2; the spec says an integer.
     with pytest.raises(ForeignArrayError, match=r"malformed \(TypeError: stream is"):
         foreign_pointer(cai(stream=stream), False, [])
 
@@ -130,7 +130,7 @@ def test_a_pack_remembers_buffers_weakly_and_never_matches_a_dead_one() -> None:
     ],
 )
 def test_a_malformed_interface_is_an_argument_error_naming_the_argument(interface: Any) -> None:
-    # Found by the attack scripts: KeyError, TypeError or ValueError from inside rawcuda, or (1 << 70) silently
+    # Guards against KeyError, TypeError or ValueError from inside rawcuda, or (1 << 70) silently
     # truncated to the legacy stream.
     from rawcuda.core.kernelargs import ArgumentError
 
@@ -140,7 +140,7 @@ def test_a_malformed_interface_is_an_argument_error_naming_the_argument(interfac
 
 
 def test_the_packer_reads_a_property_built_interface_once_per_pack() -> None:
-    # Before (attack a22 a07 B1, round 7): hasattr() called the property, then foreign_pointer read it again --
+    # Before: hasattr() called the property, then foreign_pointer read it again --
     # two reads per launch, whose pointers and streams could disagree for a producer that builds it each time.
     reads = []
 
@@ -161,7 +161,7 @@ def test_the_packer_reads_a_property_built_interface_once_per_pack() -> None:
 
 @pytest.mark.parametrize("interface", [None, [("data", (ADDRESS, False))], "a string"])
 def test_an_interface_that_is_no_dict_is_malformed(interface: Any) -> None:
-    # Before (attack a22 a08 D1/D2): None counted as "not read yet", so foreign_pointer read the property again,
+    # Before: None counted as "not read yet", so foreign_pointer read the property again,
     # and a second read's None ended in "'NoneType' object is not subscriptable".
     with pytest.raises(ForeignArrayError, match="not a dict"):
         foreign_pointer(object(), True, [], interface)

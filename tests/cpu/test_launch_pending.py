@@ -1,7 +1,7 @@
 """Launches record their stream on the memory of the rawcuda buffers they are passed (core.guards.pending), on the CPU.
 
 A launch returns before the kernel runs, so a consumer given the buffer afterwards -- ``__dlpack__(stream=...)``,
-the CUDA Array Interface's ``stream`` -- must be made to wait for it (issue 14: on the H200, ``cupy.from_dlpack(y)``
+the CUDA Array Interface's ``stream`` -- must be made to wait for it (without that, on the H200, ``cupy.from_dlpack(y)``
 read every element of ``y`` before a rawcuda kernel had written it). Here without a driver: a real Function over a
 stand-in context with the launch call itself replaced, real buffers over an address nobody allocated, and a
 stand-in ``cu`` that notes the waits PendingStream asks for. On a GPU, the consumers really waiting:
@@ -209,7 +209,7 @@ def test_recording_the_same_stream_again_changes_nothing() -> None:
 
 def test_closed_streams_are_forgotten_at_the_next_record_of_a_listed_stream() -> None:
     # Before: only a *new* stream's record forgot finished ones, so 50 streams closed while launches went on
-    # on a listed one stayed in the record until the next export (attack a10, round 5: 53 entries after).
+    # on a listed one stayed in the record until the next export (53 entries after).
     p = PendingStream()
     kept, many = Marker(), [Marker() for _ in range(50)]
     for s in [kept, *many]:

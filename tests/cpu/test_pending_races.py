@@ -1,6 +1,6 @@
 """PendingStream under threads and captures (rawcuda.core.guards.pending), on the CPU with stand-in streams and driver.
 
-A hostile review found three ways the record could let a consumer read memory a kernel was still writing:
+Three ways the record could let a consumer read memory a kernel was still writing, each guarded here:
 a launch recorded on one thread while another thread waited (``handle()``, ``synchronize()``) was dropped when
 the waiter overwrote the record; exporting while a pending stream was capturing recorded an event *into* the
 capture; and re-recording a stream already listed rebuilt the whole list on every launch. Each test below
@@ -283,7 +283,7 @@ def test_a_record_of_a_stream_closed_meanwhile_keeps_the_dead_entry_under_its_id
 
 def test_a_deferred_release_counts_as_held_until_it_has_run() -> None:
     # Before: end() emptied the queue, then ran the releases (a stream's waits for its work): meanwhile
-    # holds() said False, and an export on another thread forgot the stream (attack a02, round 6).
+    # holds() said False, and an export on another thread forgot the stream.
     from rawcuda.core.guards import capturedeferral
 
     deferral = capturedeferral.CaptureDeferral()
@@ -310,7 +310,7 @@ def test_waiting_through_the_legacy_stream_while_a_capture_is_open_is_refused(
     driver: CoveringDriver, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Before: the export recorded an event on the legacy stream (or made it wait) while a blocking stream of
-    # the context was capturing: the driver invalidated the user's capture (attack a03, round 6, on the H200).
+    # the context was capturing: the driver invalidated the user's capture (seen on the H200).
     from rawcuda.ffi.constants import STREAM_LEGACY
 
     ctx = context()
@@ -334,7 +334,7 @@ def test_waiting_through_the_legacy_stream_while_a_capture_is_open_is_refused(
 
 
 def test_a_capture_refuses_the_legacy_stream_only_where_it_could_break() -> None:
-    # Before (attack a23 a02, round 7): any open capture refused every legacy-stream wait in the process -- a
+    # Before: any open capture refused every legacy-stream wait in the process -- a
     # CuPy array on CuPy's default stream could not be passed to a rawcuda kernel while another thread captured
     # a non-blocking stream, which the legacy stream never synchronizes with.
     from concurrent.futures import ThreadPoolExecutor

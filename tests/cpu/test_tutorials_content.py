@@ -17,7 +17,7 @@ from rawcuda.testing import gpu_unavailable_reason
 from tests.helpers import EXIT_NO_GPU, ROOT, run_tutorial
 
 TUTORIAL_DIR = ROOT / "tutorials"
-# 05 and 06 are split into lettered parts, one idea each (issue 13); a part's number is "05a", "06c" ...
+# 05 and 06 are split into lettered parts, one idea each; a part's number is "05a", "06c" ...
 NEW_TUTORIALS = [
     "03a_reduction_steps.py",
     "03b_transpose.py",
@@ -126,7 +126,7 @@ def test_tutorial_is_listed_in_the_readme(name: str) -> None:
     assert rows[0].count(" | ") >= 4, "the row says what it teaches, the seed concept and the cust item"
 
 
-# The lettered parts teach one idea each, shown three ways in this order (issue 13): the raw ctypes lines,
+# The lettered parts teach one idea each, shown three ways in this order: the raw ctypes lines,
 # then rawcuda's class, then the real cust code.
 # Why not 03a-03d? They teach the kernel's CUDA C, step by step; the launch glue is the same in each, and 03e
 # (a kernel's attributes and occupancy, asked of the driver) is the part of topic 03 that shows it by hand.

@@ -1,6 +1,6 @@
 """CPU checks of bench/unified_memory.py's arithmetic: ratios taken cold against cold and warm against warm,
-and a verdict computed from the measured numbers, never written in advance (issue 13: the old after-prefetch
-figure compared one cold launch with a warm baseline, and the text was fixed)."""
+and a verdict computed from the measured numbers, never written in advance (an after-prefetch
+figure that compares one cold launch with a warm baseline, under a text fixed in advance, would mislead)."""
 
 from __future__ import annotations
 

@@ -104,7 +104,7 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
     return f && params ? SUCCESS : INVALID_VALUE;
 }
 
-/* The launch path's row (rawcuda/function.py): the same acceptance as cuLaunchKernel above. */
+/* The launch path's row (rawcuda/core/launchcall.py): the same acceptance as cuLaunchKernel above. */
 CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
     (void)extra;
     return config && f && params ? SUCCESS : INVALID_VALUE;

@@ -68,7 +68,7 @@ N = 1000  # elements of the buffers most cases use
 BLOCK = 256
 MANGLED = "_Z10vector_addPfPKfS1_m"  # vector_add(float*, const float*, const float*, unsigned long) in C++
 BAD_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry broken()\n{\n    bogus.instruction;\n}\n"
-# A C `int` parameter, as nvcc declares it: the shipped kernels take every size as size_t now (issue 12).
+# A C `int` parameter, as nvcc declares it: the shipped kernels take every size as size_t (an `int` wraps past 2^31).
 INT_PARAM_PTX = ".version 8.0\n.target sm_80\n.address_size 64\n.visible .entry takes_int(.param .u32 n)\n{ ret; }\n"
 GRID_Y_LIMIT = 65535  # the grid's y extent on every GPU since Kepler
 BLOCK_Z_LIMIT = 64

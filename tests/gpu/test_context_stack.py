@@ -1,4 +1,4 @@
-"""What closing a context leaves current, on the real driver: the findings of the hostile scripts (H200, driver 580).
+"""What closing a context leaves current, on the real driver (H200, driver 580).
 
 Each one left the thread in a state where CuPy's next kernel failed: with no context at all
 (CUDA_ERROR_INVALID_CONTEXT), or in a context rawcuda had closed. The rule that replaced the ad-hoc fix is in
@@ -192,7 +192,7 @@ def test_closing_a_context_keeps_another_created_context_current() -> None:
 
 def test_a_context_closed_inside_another_contexts_block_leaves_the_primary_under_it() -> None:
     # Before: b's entry, made current by a call in place of a's block entry, was removed by b.close(), and a's
-    # __exit__ then popped the primary: nothing current (CuPy: CUDA_ERROR_INVALID_CONTEXT, attack a05).
+    # __exit__ then popped the primary: nothing current (CuPy: CUDA_ERROR_INVALID_CONTEXT).
     primary = default_context()
     rng = np.random.default_rng()
 
@@ -220,7 +220,7 @@ def test_a_context_closed_inside_another_contexts_block_leaves_the_primary_under
 
 def test_a_closed_blocks_context_is_never_pushed_back() -> None:
     # Before: `with a: with b: <a call in a>; b.close(); a.close()` pushed the destroyed b back into its slot,
-    # and the process aborted (free(): invalid pointer; attack a04 S5, round 6, on the H200).
+    # and the process aborted (free(): invalid pointer, on the H200).
     primary = default_context()
     rng = np.random.default_rng()
 
@@ -318,7 +318,7 @@ print(json.dumps(out))
 
 
 def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here() -> None:
-    # Before (attack a04 S6, round 7): b.close() on the worker pushed the a the main thread had destroyed back
+    # Before: b.close() on the worker pushed the a the main thread had destroyed back
     # onto the worker's stack, and a's block then popped it: the process died (SIGSEGV in cuCtxPopCurrent).
     proc = run_python(DESTROYED_ON_ANOTHER_THREAD)
     assert proc.returncode == 0, f"rc {proc.returncode}: {proc.stderr[-3000:]}"
@@ -332,7 +332,7 @@ def test_a_context_destroyed_on_another_thread_is_never_pushed_back_here() -> No
 
 
 def test_closing_a_context_under_five_thousand_open_blocks_of_it() -> None:
-    # Before (attack a22 a10 S2, round 7): the walk stopped at 4096 entries and pushed them back above the ones
+    # Before: the walk stopped at 4096 entries and pushed them back above the ones
     # it never saw: the destroyed context stayed current after close(), and nothing was once the blocks ended.
     primary = default_context()
     depth = 5000

@@ -1,4 +1,4 @@
-"""Issue 12 on a real GPU: host views outliving their context, fork, a foreign current context, leaks with
+"""Edge cases on a real GPU: host views outliving their context, fork, a foreign current context, leaks with
 the cyclic GC off, and what a sticky error leaves of the process.
 
 Each test here failed on the code before the fix (the comment on each says how); the crashing ones run in a
@@ -302,7 +302,7 @@ def test_a_sticky_error_ends_cuda_for_the_whole_process_and_the_error_says_so() 
 
 
 def test_a_context_dropped_after_foreign_waits_and_stream_launches_is_collected(rng: np.random.Generator) -> None:
-    # Found by the attack scripts: interop kept its ordering Event in a dict whose value held the context, and
+    # Before: the foreign-stream ordering kept its Event in a dict whose value held the context, and
     # a cached ops Function's last_config held the last Stream (whose finalizer holds the context): either
     # kept a dropped, unclosed context alive for good, even through gc.collect().
     ctx = Context.create(0)

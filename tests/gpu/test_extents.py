@@ -1,4 +1,4 @@
-"""Every rawcuda.ops entry point at sizes past 2^31 elements (GPU; issue 12: 32-bit extents wrapped).
+"""Every rawcuda.ops entry point at sizes past 2^31 elements (GPU; 32-bit extents wrapped there).
 
 An H200 holds 2^31 float32 (8 GiB) many times over, and that is where ``int`` sizes and indices broke: a
 size of 2^31 or more arrived in an ``int`` parameter as a negative number (the kernel did nothing and the

@@ -74,7 +74,7 @@ a.close()
 
 
 def test_with_blocks_ending_in_a_forked_child_raise_nothing() -> None:
-    # Before (attack a22 a09 K4, round 7): each block's __exit__ popped through the child's unusable driver --
+    # Before: each block's __exit__ popped through the child's unusable driver --
     # NotInitializedError out of the exit, so sys.exit(5) became status 1, with a traceback on stderr.
     proc = run_python(BLOCK_ENDS_IN_A_FORKED_CHILD)
     assert proc.returncode == 0, proc.stderr[-3000:]

@@ -92,7 +92,7 @@ def test_a_growable_buffer_is_a_kernel_argument_as_rawcuda_memory_also_in_a_capt
 ) -> None:
     # Before: a GrowableBuffer argument went through its __cuda_array_interface__ at every launch, whose
     # pending-stream check refused inside a capture once eager work on the capturing stream was recorded
-    # (BufferError instead of a captured launch; review, round 6).
+    # (BufferError instead of a captured launch).
     n = 4096
     a_host, b_host = rng.standard_normal(n, dtype=np.float32), rng.standard_normal(n, dtype=np.float32)
     s = rawcuda.Stream()
@@ -222,7 +222,7 @@ def test_copy_grow_moves_and_copies(rng: np.random.Generator) -> None:
 def test_a_replay_over_a_closed_growable_buffer_is_refused(
     granularity: int, vector_add: rawcuda.Function, rng: np.random.Generator
 ) -> None:
-    # Before (attack a22 a06 G8/G9, round 7): the replay check knew DeviceBuffer and Function only, so a graph
+    # Before: the replay check knew DeviceBuffer and Function only, so a graph
     # holding a closed GrowableBuffer (add_kernel's argument, or keep_alive) ran on unmapped memory: a sticky
     # CUDA_ERROR_ILLEGAL_ADDRESS. (Refused before the launch, so this process's context stays usable.)
     n = 4096

@@ -164,7 +164,7 @@ def test_cupy_producer_on_its_own_stream(spin: Any, vector_add: Any, rng: np.ran
 def test_inside_a_capture_a_foreign_stream_must_be_idle(
     spin: Any, vector_add: Any, streams: tuple[Stream, Stream], rng: np.random.Generator
 ) -> None:
-    # Found by the attack scripts: the event record / wait broke the capture. A graph cannot wait for another
+    # Guards the capture: an event record / wait on a foreign stream would break it. A graph cannot wait for another
     # library's stream at replay time, so the stream must be idle when captured -- and busy is refused.
     producer, capturing = streams
     x = rng.standard_normal(N, dtype=np.float32)
@@ -213,7 +213,7 @@ def test_views_and_slices_export_the_stream_of_work_pending_on_their_memory(
 def test_two_views_written_on_two_streams_export_one_stream_that_waits_for_both(
     spin: Any, vector_add: Any, streams: tuple[Stream, Stream], rng: np.random.Generator
 ) -> None:
-    # Found by the attack scripts: the shared record kept only the last stream, so the half written on the
+    # Before: the shared record kept only the last stream, so the half written on the
     # first (delayed) stream was read early by a consumer of the whole buffer.
     first, second = streams
     x = rng.standard_normal(N, dtype=np.float32)

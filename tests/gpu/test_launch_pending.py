@@ -1,4 +1,4 @@
-"""Kernels rawcuda launches are pending work on the buffers they were passed: torch and CuPy wait for them (issue 14).
+"""Kernels rawcuda launches are pending work on the buffers they were passed: torch and CuPy wait for them.
 
 Each test holds a stream with the spin kernel, queues a kernel behind it that writes a NaN-poisoned buffer, and
 hands the buffer to torch or CuPy on a NON_BLOCKING stream of theirs (which nothing orders with rawcuda's streams,

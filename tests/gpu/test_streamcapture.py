@@ -113,7 +113,7 @@ def test_a_graph_is_usable_only_after_its_capture(stream: Stream) -> None:
 
 def test_closing_the_stream_inside_its_capture_is_an_error_not_a_crash(vector_add: rawcuda.Function) -> None:
     # Before the restructure, Capture.__exit__ passed the destroyed stream's handle to cuStreamEndCapture,
-    # and the real driver killed the interpreter (SIGSEGV, found by the attack on the H200). The end of the
+    # and the real driver killed the interpreter (SIGSEGV on the H200). The end of the
     # capture now asks the stream for its handle first: ClosedError, and the partial graph is discarded.
     # Run in a child interpreter, so that a crash is a failed test rather than a dead test run.
     from tests.helpers import run_python
@@ -211,7 +211,7 @@ class _InterfaceOnly:
 def test_adopting_for_the_legacy_stream_inside_a_capture_is_refused_and_the_capture_survives(
     vector_add: rawcuda.Function, spin: rawcuda.Function, rng: np.random.Generator, producer: str
 ) -> None:
-    # Before (attack a22 a05, round 7): adopt(x) for stream=None made the legacy stream wait for x's stream
+    # Before: adopt(x) for stream=None made the legacy stream wait for x's stream
     # (cuStreamWaitEvent(0, ...)) -- directly for an interface-only x, and for a rawcuda buffer after its
     # refused DLPack export fell back to the interface. The driver then invalidated the user's capture of a
     # blocking stream: its cuStreamEndCapture failed with CUDA_ERROR_STREAM_CAPTURE_INVALIDATED.

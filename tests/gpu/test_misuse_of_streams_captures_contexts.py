@@ -1,4 +1,4 @@
-"""What the third round of hostile scripts found on the H200 (.work/attacks14 and 15 re-run one at a time).
+"""Misuse of streams, captures and contexts on a real GPU: each is refused or repaired, never a crash or a leak.
 
 * ``__dlpack__(stream=3)`` with work pending on the buffer: the number went to ``cuStreamWaitEvent``, the
   driver read it as a pointer, and the process died of SIGSEGV. A CUDA Array Interface naming such a stream
@@ -57,7 +57,7 @@ BOGUS_STREAMS_CHILD = textwrap.dedent(
         try:
             add.launch({grid_for(N, BLOCK)}, {BLOCK}, out, Foreign(), Foreign(), {N})
             print("CAI ACCEPTED", hex(bogus))
-        except TypeError as exc:  # rawcuda.core.kernelargs.ArgumentError, carrying interop's ForeignArrayError text
+        except TypeError as exc:  # rawcuda.core.kernelargs.ArgumentError, carrying cai's ForeignArrayError text
             print("CAI REFUSED", "cannot read memory at that address" in str(exc))
         producer.synchronize()
     print("DONE")

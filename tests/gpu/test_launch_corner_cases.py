@@ -1,8 +1,8 @@
-"""What the second round of hostile scripts found on the H200 (.work/attacks15, not committed), one test each.
+"""Launch corner cases on a real GPU, one test each.
 
-Each was a silent wrong answer or an unclear error: a launch through a dead stream's handle after a capture
-deferred its release; a kernel with static shared memory that failed above 48 KiB *in all* because only the
-dynamic part was compared with the limit; ``stream=2`` failing with an AttributeError from inside rawcuda; a
+Each guards against a silent wrong answer or an unclear error: a launch through a dead stream's handle after a
+capture deferred its release; a kernel with static shared memory that failed above 48 KiB *in all* because only
+the dynamic part was compared with the limit; ``stream=2`` failing with an AttributeError from inside rawcuda; a
 bound launch that, after a refused ``update()``, still pointed at arguments nobody held; an ``ops`` output
 overlapping its input by one element, silently wrong.
 """
@@ -45,7 +45,7 @@ extern "C" __global__ void both_shared(float *out, unsigned dynamic_floats) {
 def test_a_release_deferred_by_a_capture_still_moves_the_close_counter(stream: Stream) -> None:
     # Launch caches key streams by id(); a stream collected during a capture has its release queued, and a
     # new Stream can get its id at once. Before the fix the counter moved only at the (deferred) release, so
-    # a launch on the new stream went to the dead one's handle (100 of 100 in the attack).
+    # a launch on the new stream went to the dead one's handle (100 launches of 100).
     gc.disable()
     try:
 
