@@ -32,7 +32,9 @@ from rawcuda.checked import cu
 from rawcuda.checked.errors import ClosedError, CudaError, GraphError
 from rawcuda.core.closecounter import closes
 from rawcuda.core.context import SYNC_LAUNCHES, CloseOrder
+from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.function import Function
+from rawcuda.core.kernelargs import MEMORY_VIEWS
 from rawcuda.core.resource import Resource
 from rawcuda.core.stream import Stream, stream_handle
 from rawcuda.ffi.constants import GraphExecUpdateResult, GraphInstantiateFlag
@@ -202,7 +204,7 @@ class GraphExec(Resource):
             item = pending.pop()
             if isinstance(item, tuple | list):
                 pending.extend(item)
-            elif isinstance(item, Resource | Function) and item.closed:
+            elif isinstance(item, (DeviceBuffer, Function, *MEMORY_VIEWS)) and item.closed:  # (a GrowableBuffer too)
                 raise ClosedError(
                     f"{item!r} was closed, but {self!r} still uses it: replaying would touch freed "
                     "memory; give the graph new arguments (set_kernel_args / update) first"

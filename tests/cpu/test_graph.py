@@ -21,7 +21,10 @@ import numpy as np
 import pytest
 
 from rawcuda.checked.errors import ClosedError
+from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.kernelargs import MEMORY_VIEWS
 from rawcuda.core.paramspec import ParamSpec
+from rawcuda.core.resource import Resource
 from rawcuda.core.stream import Stream
 from rawcuda.ffi.constants import GraphExecUpdateResult, GraphNodeType
 from rawcuda.graphs import graph, graphexec, kernelnode
@@ -173,3 +176,43 @@ def test_a_graph_that_can_no_longer_run_lets_go_of_what_it_kept(ending: str) -> 
     kept_ref = weakref.ref(kept)
     del kept
     assert kept_ref() is None
+
+
+class _Closed:
+    """A closed object of ``kind``, made without a driver: what a replay's check reads is ``closed`` and repr."""
+
+    @staticmethod
+    def of(kind: type) -> Any:
+        item = kind.__new__(kind)
+        item._closed = True
+        return item
+
+
+class _OtherMemory(Resource):
+    def __repr__(self) -> str:
+        return "<other memory>"
+
+
+class _SomethingElse(Resource):
+    def __repr__(self) -> str:
+        return "<a stream, an event, a pinned buffer ...>"
+
+
+def test_a_replay_refuses_what_it_refused_before_and_nothing_more(monkeypatch: pytest.MonkeyPatch) -> None:
+    # A replay checks the device memory and the kernels its graph uses: a DeviceBuffer, memory registered for
+    # launches (a GrowableBuffer, through core's table) and a Function. Other objects kept alive with the graph
+    # (a stream, an event, a pinned buffer) were never checked, and still are not.
+    monkeypatch.setitem(MEMORY_VIEWS, _OtherMemory, lambda memory: None)
+    buffer = _Closed.of(DeviceBuffer)
+    buffer.shape, buffer.dtype, buffer._ptr, buffer._base = (4,), np.dtype(np.float32), 0x1000, None
+
+    def replay_of(*kept: Any) -> Any:
+        replay = graphexec.GraphExec.__new__(graphexec.GraphExec)
+        replay._closed, replay._handle, replay.graph = False, 0x2000, "<graph>"
+        replay._kept, replay._in_use, replay._unpaired = list(kept), {}, []
+        return replay
+
+    for refused in (buffer, _Closed.of(_OtherMemory)):
+        with pytest.raises(ClosedError, match="replaying would touch freed memory"):
+            replay_of((1, [refused]))._check_arguments_open()
+    replay_of(_Closed.of(_SomethingElse))._check_arguments_open()  # not refused

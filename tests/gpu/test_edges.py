@@ -33,7 +33,7 @@ def json_tail(stdout: str) -> dict:
     return json.loads(stdout.strip().splitlines()[-1])
 
 
-# --- item 1: host views after Context.close() ------------------------------------------------------------------
+# --- host views after Context.close() ---------------------------------------------------------------------------------
 HOST_VIEWS_AFTER_CLOSE = """
 import json, numpy as np
 from rawcuda import Context, ManagedBuffer, PinnedBuffer
@@ -93,7 +93,7 @@ def test_a_context_held_by_host_views_is_destroyed_with_the_last_view() -> None:
     assert report["after"] < TOLERANCE, f"the last view must destroy the context: {report}"
 
 
-# --- item 2: fork and host views -------------------------------------------------------------------------------
+# --- fork and host views ----------------------------------------------------------------------------------------------
 FORKED_HOST_VIEWS = """
 import json, multiprocessing as mp, numpy as np, rawcuda
 pinned, managed = rawcuda.PinnedBuffer(1024), rawcuda.ManagedBuffer(1024)
@@ -135,7 +135,7 @@ def test_a_forked_child_gets_forked_process_error_from_host_views(tmp_path) -> N
     assert report["parent_ok"] == 1024.0
 
 
-# --- item 5: a current context switched behind rawcuda's back --------------------------------------------------
+# --- a current context switched behind rawcuda's back -----------------------------------------------------------------
 def context_of(ptr: int) -> int:
     ctx = ctypes.c_void_p()
     cu.cuPointerGetAttribute(ctypes.byref(ctx), PointerAttribute.CONTEXT, ptr)
@@ -215,7 +215,7 @@ def test_cuda_python_switching_contexts_does_not_fool_rawcuda(rng: np.random.Gen
     cu.cuCtxSetCurrent(default_context().raw_handle)
 
 
-# --- item 7: kernels that remember their last arguments ----------------------------------------------------------
+# --- kernels that remember their last arguments -----------------------------------------------------------------------
 @pytest.fixture
 def gc_off() -> Iterator[None]:
     gc.collect()
@@ -267,7 +267,7 @@ def test_the_fast_path_still_reuses_the_pack_and_never_a_dead_buffers(rng: np.ra
     fn.module.close()
 
 
-# --- item 11: after a sticky error ------------------------------------------------------------------------------
+# --- after a sticky error ---------------------------------------------------------------------------------------------
 STICKY_CHILD = """
 import json, rawcuda
 from rawcuda import Context, Module, kernels
