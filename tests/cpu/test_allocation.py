@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pytest
 
+from rawcuda.core import resource
 from rawcuda.core.allocation import Allocation
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.guards.pending import PendingStream
@@ -89,6 +90,21 @@ class Marker:
 
     def __init__(self) -> None:
         self.handle = id(self)
+
+
+@pytest.fixture(autouse=True)
+def releases_without_a_driver(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A collected stand-in is released by its stand-in release only, never through the driver.
+
+    The real fallback pushes the buffer's context first. The stand-in context's handle is made up: on a GPU host
+    a real driver would take the push and crash the process. An adopted buffer's release would synchronize.
+    """
+
+    def release_stand_ins(context: Any, release: Any, *args: Any) -> None:
+        if release == FREED.append:
+            release(*args)
+
+    monkeypatch.setattr(resource, "finalize_child", release_stand_ins)
 
 
 @pytest.fixture
