@@ -386,8 +386,28 @@ def default_context(device: int = 0) -> Context:
 
 
 def resolve(context: Context | None) -> Context:
-    """``context`` itself, or the default context when it is None."""
-    return default_context() if context is None else context
+    """``context`` itself, or the default context when it is None. Anything else is a TypeError."""
+    if context is None:
+        return default_context()
+    if isinstance(context, Context):
+        return context
+    raise TypeError(not_a_context(context))
+
+
+def described(value: Any) -> str:
+    """A wrong argument in a message: its type, and its value when that is plain data (a repr may call the driver)."""
+    plain = value is None or isinstance(value, int | float | str | bytes)
+    return f"{type(value).__name__} {value!r}" if plain else type(value).__name__
+
+
+def not_a_context(value: Any) -> str:
+    """Why ``value`` cannot be a ``context`` argument, and the call that was meant."""
+    problem = f"context must be a rawcuda Context or None (the primary context), not {described(value)}"
+    if isinstance(value, Device):
+        return f"{problem}: pass Context.primary({value.ordinal}) for the context of that device"
+    if isinstance(getattr(value, "context", None), Context):  # a Stream, an Event ... in the context's place
+        return f"{problem}: a {type(value).__name__} goes by its keyword, e.g. stream=..."
+    return problem
 
 
 def _forget_default(ctx: Context) -> None:

@@ -30,7 +30,7 @@ from rawcuda.protocols.loans import Loan
 from .allocation import Allocation
 from .closeorder import CloseOrder
 from .context import Context, resolve
-from .elements import exact_element, normalize_dtype, normalize_shape
+from .elements import byte_count, exact_element, normalize_dtype, normalize_shape
 from .pinned import PinnedBuffer
 from .resource import Resource
 from .stream import Stream, stream_handle
@@ -58,7 +58,7 @@ class DeviceBuffer(Resource, Exportable):
         ctx = resolve(context)
         self.shape = normalize_shape(shape)
         self.dtype = normalize_dtype(dtype)
-        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        self.nbytes = byte_count(self.shape, self.dtype)
         ptr = self._allocate(ctx, self.nbytes)
         super().__init__(ctx)
         self._ptr = ptr
@@ -175,7 +175,7 @@ class DeviceBuffer(Resource, Exportable):
                 )
             shape = remaining // dt.itemsize
         dims = normalize_shape(shape)
-        nbytes = math.prod(dims) * dt.itemsize
+        nbytes = byte_count(dims, dt)
         if start + nbytes > self.nbytes:
             raise ValueError(
                 f"a view of shape {dims} {dt} at element {offset} needs {start + nbytes} bytes; "

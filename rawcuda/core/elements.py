@@ -8,9 +8,12 @@ holds no Python objects. A fill value must survive the conversion to the dtype u
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
+
+from rawcuda.ffi.constants import ADDRESS_LIMIT
 
 
 def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]:
@@ -27,6 +30,20 @@ def normalize_shape(shape: int | tuple[int, ...] | list[int]) -> tuple[int, ...]
         if d < 0:
             raise ValueError(f"shape {shape!r}: extents must be >= 0, got {d}")
     return tuple(int(d) for d in dims)  # type: ignore[call-overload]
+
+
+def byte_count(shape: tuple[int, ...], dtype: np.dtype) -> int:
+    """The bytes of ``shape`` elements of ``dtype``. Raises ValueError past what a ``size_t`` holds.
+
+    Why check? ctypes masks a Python int to the C type: 2**64 + 4 bytes would reach the driver as 4.
+    """
+    nbytes = math.prod(shape) * dtype.itemsize
+    if nbytes >= ADDRESS_LIMIT:
+        raise ValueError(
+            f"shape {shape} of {dtype} is {nbytes} bytes, more than any allocation can hold "
+            f"(a size_t ends at 2**64 - 1): check how the shape was computed"
+        )
+    return nbytes
 
 
 def normalize_dtype(dtype: Any) -> np.dtype:

@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import ctypes
 import functools
-import math
 import weakref
 from ctypes import byref, c_uint64, c_void_p
 from typing import Any
@@ -35,7 +34,7 @@ from rawcuda.protocols.loans import Loan
 
 from .closeorder import CloseOrder
 from .context import Context, resolve
-from .elements import normalize_dtype, normalize_shape
+from .elements import byte_count, normalize_dtype, normalize_shape
 from .resource import Resource
 
 
@@ -89,7 +88,7 @@ class PinnedBuffer(Resource, Exportable):
         ctx = resolve(context)
         self.shape = normalize_shape(shape)
         self.dtype = normalize_dtype(dtype)
-        self.nbytes = math.prod(self.shape) * self.dtype.itemsize
+        self.nbytes = byte_count(self.shape, self.dtype)
         self.flags = HostAllocFlag(flags)
         ptr = c_void_p()
         if self.nbytes:

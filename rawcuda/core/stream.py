@@ -30,7 +30,7 @@ from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 
 from .closecounter import closes
 from .closeorder import CloseOrder
-from .context import Context, resolve
+from .context import Context, described, resolve
 from .resource import Resource
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
@@ -112,8 +112,15 @@ class Stream(Resource):
         return True
 
     def wait(self, event: Any) -> None:
-        """Make future work on this stream wait until ``event`` has completed (no host blocking)."""
+        """Make future work on this stream wait until ``event`` has completed (no host blocking).
+
+        ``event`` is a rawcuda Event. To wait for another stream, record an event on it first.
+        """
+        from .event import Event  # (event.py imports this file: the one import here that waits for a call)
+
         self.check_open()
+        if not isinstance(event, Event):
+            raise TypeError(not_an_event(event))
         same_context(self, event)
         self.context.activate()
         cu.cuStreamWaitEvent(self._handle, event.handle, EventWaitFlag.DEFAULT)
@@ -197,6 +204,14 @@ def release_deferred(handle: int) -> bool:
     refuses to export then.
     """
     return capture_deferral.holds(_destroy_stream, handle)
+
+
+def not_an_event(value: Any) -> str:
+    """Why ``value`` cannot be waited for with ``stream.wait()``, and what to pass instead."""
+    problem = f"stream.wait() takes a rawcuda Event, not {described(value)}"
+    if isinstance(value, Stream):  # torch's wait_stream habit: a stream is no point in time
+        return f"{problem}: record an event on that stream and wait for it: s.wait(Event(ctx).record(other))"
+    return problem
 
 
 def same_context(a: Resource, b: Resource) -> None:

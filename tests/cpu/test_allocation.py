@@ -20,6 +20,7 @@ import pytest
 
 from rawcuda.core import resource
 from rawcuda.core.allocation import Allocation
+from rawcuda.core.context import Context
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.guards.pending import PendingStream
 from rawcuda.core.kernelargs import ArgPacker
@@ -36,8 +37,12 @@ POINTER = ParamSpec("int", 8, "u64")
 FREED: list[int] = []  # the addresses the stand-in buffers "freed"
 
 
-class StandInContext:
-    """What a buffer, its close() and its loans read of a Context -- no driver behind it."""
+class StandInContext(Context):
+    """What a buffer, its close() and its loans read of a Context -- no driver behind it.
+
+    A Context subclass, because a ``context`` argument must be one; the class attributes shadow the properties
+    that would read a driver handle.
+    """
 
     usable = True
     raw_handle = 0xC000
@@ -60,6 +65,9 @@ class StandInContext:
     def call_held(self, fn: Any, *args: Any) -> None:
         fn(*args)
         self.holds -= 1
+
+    def __repr__(self) -> str:
+        return "<stand-in context>"
 
 
 class StandInBuffer(DeviceBuffer):

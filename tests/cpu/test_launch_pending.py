@@ -22,6 +22,7 @@ import pytest
 from rawcuda import ClosedError
 from rawcuda.core import boundlaunch, function, launchcall
 from rawcuda.core.closecounter import closes
+from rawcuda.core.context import Context
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.function import Function
 from rawcuda.core.guards import pending
@@ -43,8 +44,15 @@ LIMITS = {"block": [1024, 1024, 64], "grid": [2**31 - 1, 65535, 65535], "threads
 LIMITS["optin_shared"] = 227 * 1024
 
 
-class StandInContext:
-    """What a launch, a buffer and a PendingStream read of a Context -- no driver behind it."""
+class StandInContext(Context):
+    """What a launch, a buffer and a PendingStream read of a Context -- no driver behind it.
+
+    A Context subclass, because a ``context`` argument must be one. Its class attributes shadow the properties
+    that would read a driver handle, and its __init__ makes none.
+    """
+
+    raw_handle = CONTEXT_HANDLE
+    closed = False
 
     def __init__(self, primary: bool = True) -> None:
         self.cache: dict[str, Any] = {}
@@ -65,6 +73,9 @@ class StandInContext:
 
     def forget(self, child: Any) -> None:
         pass
+
+    def __repr__(self) -> str:
+        return "<stand-in context>"
 
 
 class StandInBuffer(DeviceBuffer):
