@@ -87,6 +87,8 @@ def array_mismatch(
             f"dtype mismatch: the {what} holds {got.dtype}, the expected array {want.dtype} "
             f"(compare like with like: expected.astype(np.{got.dtype.name}) if that is what you mean)"
         )
+    if got.dtype.names is not None:
+        return _record_mismatch(got, want, (rtol, atol, equal_nan), what)
     exact = not np.issubdtype(got.dtype, np.inexact)
     bad = got != want if exact else ~np.isclose(got, want, rtol=rtol, atol=atol, equal_nan=equal_nan)
     count = int(np.count_nonzero(bad))
@@ -126,6 +128,49 @@ def assert_device_equal(
     message = array_mismatch(got, expected, rtol=rtol, atol=atol, equal_nan=equal_nan, what=_describe(buf))
     if message is not None:
         raise AssertionError(message)
+
+
+def _field_bad(got: np.ndarray, want: np.ndarray, rules: tuple[float, float, bool], prefix: str = "") -> dict[str, Any]:
+    """Field name (nested ones dotted) -> which elements differ there: floats by the tolerances, the rest exactly."""
+    rtol, atol, equal_nan = rules
+    found: dict[str, Any] = {}
+    for name in got.dtype.names or ():
+        g, w, label = got[name], want[name], prefix + name
+        if g.dtype.names is not None:
+            found.update(_field_bad(g, w, rules, label + "."))
+            continue
+        inexact = np.issubdtype(g.dtype, np.inexact)
+        bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=equal_nan) if inexact else g != w
+        if bad.ndim > got.ndim:  # a subarray field: an element differs where any of its values does
+            bad = bad.reshape(*got.shape, int(np.prod(bad.shape[got.ndim :]))).any(axis=-1)
+        found[label] = bad
+    return found
+
+
+def _record_mismatch(got: np.ndarray, want: np.ndarray, rules: tuple[float, float, bool], what: str) -> str | None:
+    """:func:`array_mismatch` for a structured dtype: which records differ, in which fields."""
+    fields = _field_bad(got, want, rules)
+    bad = np.zeros(got.shape, dtype=bool)
+    for field in fields.values():
+        bad |= field
+    count = int(np.count_nonzero(bad))
+    if count == 0:
+        return None
+    rtol, atol, _ = rules
+    lines = [
+        f"{what} differs from the expected array: {count} of {got.size} elements ({100 * count / got.size:.3g}%) "
+        f"differ in some field (float fields within atol={atol:g} + rtol={rtol:g} * |expected|, the rest exactly)"
+    ]
+    for label, field in fields.items():
+        if (n := int(np.count_nonzero(field))) > 0:
+            lines.append(f"  field {label!r}: {n} element{'s' if n != 1 else ''}")
+    lines.append("first mismatches (index: got, expected):")
+    for index in np.argwhere(bad)[:SHOWN_MISMATCHES]:
+        key = tuple(int(i) for i in index)
+        lines.append(f"  {key}: {_show(got[key])}, {_show(want[key])}")
+    if count > SHOWN_MISMATCHES:
+        lines.append(f"  ... and {count - SHOWN_MISMATCHES} more")
+    return "\n".join(lines)
 
 
 def _in_dtype(expected: Any, dtype: np.dtype) -> np.ndarray:

@@ -96,19 +96,19 @@ def kernel_sources(src_dir: Path) -> list[Path]:
 
 
 def local_includes(source: Path, src_dir: Path) -> list[Path]:
-    """The headers under ``src_dir`` that ``source`` includes with ``#include "..."``, transitively.
+    """The headers ``source`` includes with ``#include "..."``, transitively, found beside the including file.
 
-    ``<...>`` includes are system and toolkit headers; they change with the toolkit, which the nvcc
-    version in the cache key already covers.
+    Inside ``src_dir`` or not: ``#include "../shared/x.cuh"`` decides the PTX as much as a header next to the
+    source, and one left out of the key left the PTX stale after an edit. ``<...>`` includes are system and
+    toolkit headers; they change with the toolkit, which the nvcc version in the cache key already covers.
     """
-    root = src_dir.resolve()
     found: dict[Path, None] = {}
     pending = [source.resolve()]
     while pending:
         current = pending.pop()
         for name in _LOCAL_INCLUDE.findall(current.read_text(encoding="utf-8", errors="replace")):
             header = (current.parent / name).resolve()
-            if header.is_file() and header.is_relative_to(root) and header not in found:
+            if header.is_file() and header not in found:
                 found[header] = None
                 pending.append(header)
     return sorted(found)
@@ -126,7 +126,8 @@ def cache_key(source: Path, src_dir: Path, options: BuildOptions, compiler: Comp
     feed("source", source.read_bytes())
     root = src_dir.resolve()
     for header in local_includes(source, src_dir):
-        feed("include " + header.relative_to(root).as_posix(), header.read_bytes())
+        # Named relative to the kernel folder ("../shared/x.cuh" too), so any checkout gets the same key.
+        feed("include " + Path(os.path.relpath(header, root)).as_posix(), header.read_bytes())
     feed("flags", "\0".join(options.flags()).encode())
     feed("nvcc", compiler.version.encode())
     return digest.hexdigest()

@@ -182,6 +182,34 @@ def test_included_header_is_part_of_the_key(nvcc: str, tmp_path: Path) -> None:
     assert sorted(p.name for p in kernelbuild.local_includes(src / "uses.cu", src)) == ["common.cuh", "scale.cuh"]
 
 
+def test_a_header_outside_the_kernel_folder_is_part_of_the_key(nvcc: str, tmp_path: Path) -> None:
+    # #include "../shared/x.cuh" reaches past kernels/: an edit there must rebuild, never leave the PTX stale.
+    src, out, shared = tmp_path / "src", tmp_path / "out", tmp_path / "shared"
+    src.mkdir()
+    shared.mkdir()
+    (shared / "x.cuh").write_text("constexpr float SCALE = 2.0f;\n")
+    kernel = 'extern "C" __global__ void uses(float *p) { p[0] = SCALE; }\n'
+    (src / "uses.cu").write_text('#include "../shared/x.cuh"\n' + kernel)
+    assert kernelbuild.build(src, out, nvcc=nvcc).built == ["uses"]
+    (shared / "x.cuh").write_text("constexpr float SCALE = 3.0f;\n")
+    assert kernelbuild.build(src, out, nvcc=nvcc).built == ["uses"], "the edited header left the PTX stale"
+    assert [p.name for p in kernelbuild.local_includes(src / "uses.cu", src)] == ["x.cuh"]
+    assert "3.0" in (out / "uses.ptx").read_text() or "0f40400000" in (out / "uses.ptx").read_text()
+
+
+def test_the_key_does_not_depend_on_where_the_checkout_is(tmp_path: Path) -> None:
+    compiler = Compiler("/usr/local/cuda/bin/nvcc", "Cuda compilation tools, release 13.0")
+    keys = []
+    for place in ("a", "b"):
+        src, shared = tmp_path / place / "src", tmp_path / place / "shared"
+        src.mkdir(parents=True)
+        shared.mkdir()
+        (shared / "x.cuh").write_text("constexpr float SCALE = 2.0f;\n")
+        (src / "uses.cu").write_text('#include "../shared/x.cuh"\n')
+        keys.append(kernelbuild.cache_key(src / "uses.cu", src, BuildOptions(), compiler))
+    assert keys[0] == keys[1]
+
+
 def test_a_source_may_ask_for_fast_math_for_itself(nvcc: str, tmp_path: Path) -> None:
     src, out = tmp_path / "src", tmp_path / "out"
     src.mkdir()
