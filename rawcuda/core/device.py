@@ -17,6 +17,8 @@ from rawcuda.checked import cu
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.types import CUuuid
 
+from .integers import whole
+
 _NAME_BYTES = 256
 _PCI_ID_BYTES = 32
 
@@ -28,16 +30,21 @@ class Device:
     """
 
     def __init__(self, ordinal: int = 0) -> None:
+        number = whole(ordinal)
+        if number is None:
+            raise TypeError(
+                f"a device ordinal is an int (0 for the first GPU), not {type(ordinal).__name__} {ordinal!r}"
+            )
         checked.init()
         n = Device.count()
-        if not isinstance(ordinal, int) or isinstance(ordinal, bool) or not 0 <= ordinal < n:
+        if not 0 <= number < n:
             raise ValueError(
-                f"no GPU with ordinal {ordinal!r}: this process sees {n} device(s), ordinals 0..{n - 1} "
+                f"no GPU with ordinal {number}: this process sees {n} device(s), ordinals 0..{n - 1} "
                 "(CUDA_VISIBLE_DEVICES changes which GPUs are visible and their order)"
             )
         handle = c_int()
-        cu.cuDeviceGet(byref(handle), ordinal)
-        self.ordinal = ordinal
+        cu.cuDeviceGet(byref(handle), number)
+        self.ordinal = number
         self.handle = handle.value
 
     @staticmethod

@@ -31,6 +31,7 @@ from .allocation import Allocation
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .elements import byte_count, exact_element, normalize_dtype, normalize_shape
+from .integers import shown, whole
 from .pinned import PinnedBuffer
 from .resource import Resource
 from .stream import Stream, stream_handle
@@ -161,9 +162,12 @@ class DeviceBuffer(Resource, Exportable):
         """
         self.check_open()
         dt = self.dtype if dtype is None else normalize_dtype(dtype)
-        start = offset * self.dtype.itemsize
-        if isinstance(offset, bool) or not isinstance(offset, int) or not 0 <= start <= self.nbytes:
-            raise ValueError(f"view offset {offset!r} is outside a buffer of {self.size} elements")
+        index = whole(offset)
+        if index is None:
+            raise TypeError(f"a view offset is an int (elements), not {type(offset).__name__} {offset!r}")
+        start = index * self.dtype.itemsize
+        if not 0 <= start <= self.nbytes:
+            raise ValueError(f"view offset {index} is outside a buffer of {self.size} elements")
         if start % dt.itemsize:
             raise ValueError(f"a {dt} view must start on a multiple of {dt.itemsize} bytes; byte offset {start} is not")
         if shape is None:
@@ -343,10 +347,11 @@ class DeviceBuffer(Resource, Exportable):
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:
         """Set every byte to ``byte`` (0..255): memset(0) zeroes any dtype."""
-        if isinstance(byte, bool) or not isinstance(byte, int) or not 0 <= byte <= np.iinfo(np.uint8).max:
-            raise ValueError(f"memset takes a byte value 0..255, got {byte!r}; use fill() for element values")
+        value = whole(byte)
+        if value is None or not 0 <= value <= np.iinfo(np.uint8).max:
+            raise ValueError(f"memset takes a byte value 0..255, got {shown(byte)}; use fill() for element values")
         self.check_open()
-        self._set(1, byte, self.nbytes, stream)
+        self._set(1, value, self.nbytes, stream)
 
     def fill(self, value: Any, stream: Stream | None = None) -> None:
         """Set every element to ``value``, converted to this dtype. A lossy conversion is a TypeError."""

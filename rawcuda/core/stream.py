@@ -31,6 +31,7 @@ from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 from .closecounter import closes
 from .closeorder import CloseOrder
 from .context import Context, described, resolve
+from .integers import shown, whole
 from .resource import Resource
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
@@ -72,11 +73,13 @@ class Stream(Resource):
         ctx = resolve(context)
         if priority is not None:
             least, greatest = ctx.stream_priority_range
-            if not isinstance(priority, int) or not greatest <= priority <= least:
+            number = whole(priority)
+            if number is None or not greatest <= number <= least:
                 raise ValueError(
-                    f"stream priority {priority!r} is outside this device's range {least} (lowest) .. {greatest} "
-                    "(highest): lower numbers run first; pass an int in that range or None for the default"
+                    f"stream priority {shown(priority)} is outside this device's range {greatest} (highest) .. "
+                    f"{least} (lowest): lower numbers run first; pass an int in that range or None for the default"
                 )
+            priority = number
         super().__init__(ctx)
         ctx.activate()
         handle = c_void_p()

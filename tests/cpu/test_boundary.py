@@ -11,7 +11,9 @@ Each check runs before any driver call, so a stand-in context (one made without 
 
 from __future__ import annotations
 
+import weakref
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -22,6 +24,7 @@ from rawcuda.core.device import Device
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.elements import byte_count
 from rawcuda.core.event import Event
+from rawcuda.core.integers import shown, whole
 from rawcuda.core.module import Module
 from rawcuda.core.pinned import PinnedBuffer
 from rawcuda.core.stream import Stream
@@ -109,3 +112,25 @@ def test_byte_counts_up_to_size_t_pass() -> None:
     assert byte_count((2**64 - 1,), np.dtype(np.uint8)) == 2**64 - 1
     assert byte_count((2**31, 2**31), np.dtype(np.float16)) == 2**63
     assert byte_count((), np.dtype(np.float32)) == 4
+
+
+@pytest.mark.parametrize("value", [4, np.int64(4), np.uint8(4), np.int32(4)])
+def test_python_and_numpy_integers_are_alike(value: Any) -> None:
+    assert whole(value) == 4 and type(whole(value)) is int
+    assert shown(value) == "4"
+
+
+@pytest.mark.parametrize("value", [True, np.True_, 4.0, np.float32(4), "4", None])
+def test_bools_floats_and_text_are_not_integers(value: Any) -> None:
+    assert whole(value) is None
+
+
+def test_a_view_takes_a_numpy_offset_and_refuses_a_float() -> None:
+    buf = DeviceBuffer.__new__(DeviceBuffer)
+    buf.context, buf._closed, buf._base = stand_in_context(), False, None
+    buf.shape, buf.dtype, buf.nbytes, buf._ptr = (16,), np.dtype(np.float32), 64, 0x1000
+    buf.allocation = SimpleNamespace(views=weakref.WeakSet(), pending=None, loans=None, kind=None)
+    with pytest.raises(ValueError, match=r"view offset 17 is outside a buffer of 16 elements"):
+        buf.view(np.int64(17))
+    with pytest.raises(TypeError, match=r"a view offset is an int \(elements\), not float 1\.5"):
+        buf.view(1.5)

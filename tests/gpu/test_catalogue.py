@@ -1199,7 +1199,13 @@ CASES: list[Case] = [
     # devices and contexts
     Case("device-99", lambda k: Device(99), ValueError, r"no GPU with ordinal 99", r"ordinals 0\.\.\d+"),
     Case("device-negative", lambda k: Device(-1), ValueError, r"no GPU with ordinal -1", r"ordinals 0\.\.\d+"),
-    Case("device-ordinal-as-str", lambda k: Device("0"), ValueError, r"no GPU with ordinal '0'", r"ordinals 0\.\.\d+"),
+    Case(
+        "device-ordinal-as-str",
+        lambda k: Device("0"),
+        TypeError,
+        r"a device ordinal is an int \(0 for the first GPU\)",
+        r"not str '0'",
+    ),
     Case(
         "context-on-device-99",
         lambda k: k.keep(Context.create(99)),
