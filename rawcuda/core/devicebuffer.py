@@ -32,6 +32,7 @@ from .closeorder import CloseOrder
 from .context import Context, resolve
 from .elements import byte_count, exact_element, normalize_dtype, normalize_shape
 from .integers import shown, whole
+from .overlap import overlaps, staged_copy, staged_copy_async
 from .pinned import PinnedBuffer
 from .resource import Resource
 from .stream import Stream, stream_handle
@@ -295,9 +296,17 @@ class DeviceBuffer(Resource, Exportable):
                 f"{src!r} and {dst!r} belong to different contexts; copy through the host or use buffers of one context"
             )
         dst._check_match(src.shape, src.dtype, "copy from device buffer")
+        to, start, nbytes = dst._ptr, src._ptr, dst.nbytes
+        if to == start:
+            return  # the same bytes: nothing would change
+        if overlaps(to, start, nbytes):  # undefined for cuMemcpyDtoD: memmove's meaning, through a temporary
+            dst._transfer(
+                lambda s: staged_copy_async(to, start, nbytes, s), lambda: staged_copy(to, start, nbytes), stream, src
+            )
+            return
         dst._transfer(
-            lambda s: cu.cuMemcpyDtoDAsync(dst._ptr, src._ptr, dst.nbytes, s),
-            lambda: cu.cuMemcpyDtoD(dst._ptr, src._ptr, dst.nbytes),
+            lambda s: cu.cuMemcpyDtoDAsync(to, start, nbytes, s),
+            lambda: cu.cuMemcpyDtoD(to, start, nbytes),
             stream,
             src,
         )
@@ -337,12 +346,14 @@ class DeviceBuffer(Resource, Exportable):
         handle = stream_handle(stream, ctx)
         ctx.activate()
         on_stream(handle)
-        stream.keep_alive(keep)
-        # A captured copy runs at replay, not now: as for launches (rawcuda.core.guards.pending).
-        if stream.capturing is None:
-            self.pending.record(stream)
-            if host is not None:
-                host.record(stream)
+        stream.keep_alive(keep)  # (while capturing, the graph takes it)
+        if stream.capturing is not None:
+            # A captured copy runs at every replay, not now: its graph holds (and checks) this end too.
+            stream.capturing.keep_alive(self)
+            return
+        self.pending.record(stream)
+        if host is not None:
+            host.record(stream)
 
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:

@@ -72,8 +72,6 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuDevicePrimaryCtxReset": _TOPIC,
     "cuCtxGetId": _TOPIC,
     "cuStreamGetId": _TOPIC,
-    "cuMemAllocAsync": _TOPIC + " (stream-ordered allocation)",
-    "cuMemFreeAsync": _TOPIC,
     "cuMemAllocHost": _TOPIC + " (rawcuda pins with cuMemHostAlloc, which takes flags)",
     "cuMemHostRegister": _TOPIC + " (pinning memory that numpy allocated)",
     "cuMemHostUnregister": _TOPIC,
