@@ -16,6 +16,7 @@ A packed block is never rewritten, so two threads launching one kernel never see
 from __future__ import annotations
 
 import ctypes
+import math
 import weakref
 from collections.abc import Callable, Sequence
 from typing import Any, NamedTuple
@@ -129,7 +130,7 @@ def _float_setter(spec: ParamSpec) -> Setter:
     def put(slot: Any, value: Any, waits: list[int]) -> bool:
         kind = type(value)
         if kind is float or kind is int:
-            slot.value = value
+            _put_finite(slot, value, spec)
             return True
         if isinstance(value, np.floating):
             slot.value = float(_numpy_scalar(value, spec))
@@ -144,6 +145,27 @@ def _float_setter(spec: ParamSpec) -> Setter:
         raise ArgumentError(f"{type(value).__name__} cannot be passed as {spec.describe()}")
 
     return put
+
+
+#: The numpy type of each float parameter size, for its largest finite value.
+_FLOAT_DTYPES = {4: np.float32, 8: np.float64}
+
+
+def _put_finite(slot: Any, number: float, spec: ParamSpec) -> None:
+    """Store a Python number in a float slot, refusing one that only fits as infinity.
+
+    ctypes stores 1e39 in a ``c_float`` as inf without a word; ``fill()`` refuses it, and so does a launch.
+    """
+    try:
+        slot.value = number
+    except OverflowError:  # an int past any double
+        raise ArgumentError(f"{number} is beyond every finite {spec.describe()}") from None
+    if math.isinf(slot.value) and not math.isinf(number):
+        largest = float(np.finfo(_FLOAT_DTYPES[spec.size]).max)
+        raise ArgumentError(
+            f"{number!r} would arrive as inf in {spec.describe()} (the largest finite value is {largest:.6g}); "
+            "pass inf itself if that is what you mean"
+        )
 
 
 def _word_setter(spec: ParamSpec, context: Any = None) -> Setter:

@@ -43,11 +43,19 @@ from rawcuda.core.context import Context, resolve
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.elements import normalize_dtype
 from rawcuda.core.guards.pending import PendingStream
+from rawcuda.core.integers import whole
 from rawcuda.core.kernelargs import MEMORY_VIEWS
 from rawcuda.core.resource import Resource
 from rawcuda.core.stream import Stream
 from rawcuda.ffi.attributes import DeviceAttribute
-from rawcuda.ffi.constants import MemAccessFlag, MemAllocationType, MemGranularity, MemHandleType, MemLocationType
+from rawcuda.ffi.constants import (
+    ADDRESS_LIMIT,
+    MemAccessFlag,
+    MemAllocationType,
+    MemGranularity,
+    MemHandleType,
+    MemLocationType,
+)
 from rawcuda.ffi.results import Result
 from rawcuda.ffi.types import CUmemAccessDesc, CUmemAllocationProp, CUmemLocation
 from rawcuda.protocols.loans import Loan
@@ -150,14 +158,13 @@ class GrowableBuffer(Resource):
 
     def __init__(self, capacity_bytes_max: int, dtype: Any = np.float32, context: Context | None = None) -> None:
         self.dtype = normalize_dtype(dtype)
-        if (
-            isinstance(capacity_bytes_max, bool)
-            or not isinstance(capacity_bytes_max, int | np.integer)
-            or capacity_bytes_max < self.dtype.itemsize
-        ):
+        capacity = whole(capacity_bytes_max)
+        if capacity is None:
+            raise TypeError(f"capacity_bytes_max is a number of bytes (an int), not {capacity_bytes_max!r}")
+        if capacity < self.dtype.itemsize:
             raise ValueError(
-                f"capacity_bytes_max must be an int of at least one {self.dtype} element "
-                f"({self.dtype.itemsize} bytes), got {capacity_bytes_max!r}"
+                f"capacity_bytes_max must be at least one {self.dtype} element ({self.dtype.itemsize} bytes), "
+                f"got {capacity}"
             )
         ctx = resolve(context)  # (arguments are checked before any driver call)
         device = ctx.device
@@ -175,7 +182,12 @@ class GrowableBuffer(Resource):
             )
         self._prop = _allocation_prop(device.handle)
         self.granularity = allocation_granularity(ctx)
-        self.capacity_bytes = round_up(int(capacity_bytes_max), self.granularity)
+        self.capacity_bytes = round_up(capacity, self.granularity)
+        if self.capacity_bytes >= ADDRESS_LIMIT:  # (rounded up first: the reservation is what must fit)
+            raise ValueError(
+                f"capacity_bytes_max {capacity} rounds up to {self.capacity_bytes} bytes, more than a 64-bit "
+                "address space holds: reserve what the program could really use (reserving costs no memory)"
+            )
         ctx.activate()
         base = c_uint64()
         # alignment = the granularity; addr = 0: "anywhere" (a non-zero addr is only a hint)

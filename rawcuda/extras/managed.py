@@ -41,6 +41,7 @@ from rawcuda.checked import cu
 from rawcuda.core.context import Context
 from rawcuda.core.device import Device
 from rawcuda.core.devicebuffer import DeviceBuffer
+from rawcuda.core.integers import shown, whole
 from rawcuda.core.pinned import host_view, lend_host_memory
 from rawcuda.core.stream import Stream, stream_handle
 from rawcuda.ffi.attributes import DeviceAttribute
@@ -57,13 +58,24 @@ def _free_managed(ptr: int) -> None:
     cu.cuMemFree(ptr)
 
 
+#: CUmemLocation.id is a C int.
+MAX_ORDINAL = 2**31 - 1
+
+
 def location(where: Device | str | int) -> CUmemLocation:
     """A CUmemLocation for a Device (or ordinal), or for the host (``"host"``)."""
     if isinstance(where, str):
         if where != HOST:
             raise ValueError(f"a location is a Device, a device ordinal or 'host', not {where!r}")
         return CUmemLocation(MemLocationType.HOST, 0)
-    ordinal = where.handle if isinstance(where, Device) else int(where)
+    if isinstance(where, Device):
+        return CUmemLocation(MemLocationType.DEVICE, where.handle)
+    # int() would take 0.5 as device 0, and the struct's C int would mask 2**32 to 0: neither may pass.
+    ordinal = whole(where)
+    if ordinal is None:
+        raise TypeError(f"a location is a Device, a device ordinal (an int) or 'host', not {shown(where)}")
+    if not 0 <= ordinal <= MAX_ORDINAL:
+        raise ValueError(f"device ordinal {ordinal} is not one: ordinals count GPUs from 0")
     return CUmemLocation(MemLocationType.DEVICE, ordinal)
 
 

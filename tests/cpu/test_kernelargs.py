@@ -264,3 +264,16 @@ def test_numpy_integers_pass_their_bits_unless_a_signed_parameter_would_read_the
     else:
         with pytest.raises(ArgumentError, match=r"does not fit .*the parameter is signed"):
             packer.pack((value,))
+
+
+@pytest.mark.parametrize(("ptx_type", "size", "value"), [("f32", 4, 1e39), ("f32", 4, -(10**39)), ("f64", 8, 10**400)])
+def test_a_float_parameter_refuses_a_number_that_would_arrive_as_inf(ptx_type: str, size: int, value: float) -> None:
+    # ctypes stores 1e39 in a c_float as inf without a word; fill() refuses the same value.
+    packer = ArgPacker("k", [ParamSpec("float", size, ptx_type)])
+    with pytest.raises(ArgumentError, match=r"inf|beyond every finite"):
+        packer.pack((value,))
+    fmt = "<f" if size == 4 else "<d"
+    assert struct.unpack(fmt, slot_bytes(packer.pack((3.4e38,)), 0))[0] == pytest.approx(3.4e38, rel=1e-6)
+    assert slot_bytes(ArgPacker("k", [ParamSpec("float", 4, "f32")]).pack((float("inf"),)), 0) == struct.pack(
+        "<f", float("inf")
+    )

@@ -92,3 +92,13 @@ def test_docstring_keeps_the_correction_of_the_seed() -> None:
     doc = managed.__doc__ or ""
     assert "cuMemAllocManaged" in doc and "not switched on by a context flag" in doc and "SCHED_AUTO" in doc
     assert "CONCURRENT_MANAGED_ACCESS" in doc
+
+
+@pytest.mark.parametrize(
+    ("where", "error"), [(0.5, TypeError), (True, TypeError), (-1, ValueError), (2**32, ValueError)]
+)
+def test_location_refuses_what_is_not_an_ordinal(where: object, error: type[Exception]) -> None:
+    # int(0.5) is 0, and the struct's C int field would mask 2**32 to device 0: prefetch(0.5) went to GPU 0.
+    with pytest.raises(error, match="ordinal"):
+        managed.location(where)  # type: ignore[arg-type]
+    assert managed.location(np.int64(1)).id == 1
