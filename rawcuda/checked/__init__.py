@@ -8,6 +8,7 @@ What each file holds:
     errors.py       the exception classes;   hints.py  the cause-and-fix text for the common codes
     tracing.py      ``rawcuda.trace()`` and ``RAWCUDA_TRACE=1``: every driver call printed
     procaddress.py  cuGetProcAddress: entry points by CUDA version instead of by symbol
+    intranges.py    every integer argument checked against its C type's range (ctypes would mask it)
     process.py      initialized? forked? -- the two facts about this process the others need
 
 Layer 1 imports layer 0 (:mod:`rawcuda.ffi`) and nothing above it. ``from rawcuda.checked import cu`` is

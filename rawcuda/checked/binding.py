@@ -11,6 +11,8 @@ How it works, and why this way:
   *fresh* function pointer for the row's symbol, set ``restype``/``argtypes`` from the table, attach an
   ``errcheck``, and store it on the namespace -- so every later ``cu.cuX`` is a plain attribute read. A
   library too old to export a symbol fails only when that function is used, with MissingSymbolError.
+* **Integers in range.** ctypes would mask ``2**64 + 4`` to 4 for a ``size_t``; each row with integer
+  parameters is bound through :func:`~rawcuda.checked.intranges.range_checked`, which refuses it first.
 * **ctypes ``errcheck``** runs after each call with the integer result; a non-zero result raises. This is
   the single place a result code becomes an exception, so every row behaves the same, and it is the one
   place tracing hooks in.
@@ -34,6 +36,7 @@ from ..ffi.library import LIBCUDA, LIBNVRTC, Library, LibraryNotFoundError, Open
 from . import process, tracing
 from .describe import make_error, make_nvrtc_error
 from .errors import DriverNotFoundError, ForkedProcessError, MissingSymbolError, NvrtcNotFoundError
+from .intranges import range_checked
 
 _bind_lock = tracing.bind_lock  # one lock for binding and for switching tracing (see tracing.py)
 
@@ -95,7 +98,7 @@ class Namespace:
                 return result
 
             fn.errcheck = errcheck
-        return fn
+        return range_checked(fn, decl)  # ctypes masks integers silently: refuse one out of range instead
 
     def bound(self) -> dict[str, Any]:
         """The rows bound so far: name -> the function now in the namespace."""

@@ -113,6 +113,10 @@ class ClosedError(RawCudaError, ValueError):
     """An object was used after close()."""
 
 
+class IntegerRangeError(RawCudaError, OverflowError, ValueError):
+    """An integer outside its C parameter's range: ctypes would have masked it (rawcuda.checked.intranges)."""
+
+
 FORK_ADVICE = (
     "this process was forked from one that had already initialized CUDA, and CUDA state (contexts, memory, "
     "streams) does not survive fork(): start worker processes with the 'spawn' (or 'forkserver') method -- "

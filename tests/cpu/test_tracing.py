@@ -19,9 +19,10 @@ from rawcuda.checked import cu
 out = io.StringIO()
 p = ctypes.c_uint64()
 cu.cuInit(0)
-bare = type(cu.cuInit).__name__
+bare_init = cu.cuInit  # takes an int: bound through its range check (rawcuda.checked.intranges)
+bare = type(cu.cuCtxSynchronize).__name__, bare_init.__name__, hasattr(bare_init, "__wrapped__")
 with rawcuda.trace(file=out):
-    inside = type(cu.cuInit).__name__
+    inside = type(cu.cuInit).__name__, cu.cuInit.__wrapped__ is bare_init
     cu.cuMemAlloc(ctypes.byref(p), 4096)
     with rawcuda.trace(file=out):
         cu.cuDriverGetVersion(ctypes.byref(ctypes.c_int()))
@@ -32,7 +33,7 @@ with rawcuda.trace(file=out):
     slot = checked.hot_slot("cuLaunchKernel")
     args = [ctypes.c_uint(1)] * 7
     slot.call(ctypes.c_void_p(0x7f00aabbcc00), *args, ctypes.c_void_p(0), (ctypes.c_void_p * 1)(), None)
-after = type(cu.cuInit).__name__, type(cu.cuMemAlloc).__name__, type(slot.call).__name__
+after = cu.cuInit is bare_init, type(cu.cuCtxSynchronize).__name__, type(slot.call).__name__
 print(json.dumps({"bare": bare, "inside": inside, "after": after, "lines": out.getvalue().splitlines()}))
 """
 
@@ -41,8 +42,10 @@ def test_trace_prints_each_call_and_costs_nothing_when_off(fake_libcuda: Path) -
     proc = run_python(TRACE_SCRIPT, RAWCUDA_LIBCUDA=str(fake_libcuda))
     assert proc.returncode == 0, proc.stderr
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    assert result["bare"] == "_FuncPtr" and result["inside"] == "function"
-    assert result["after"] == ["_FuncPtr", "_FuncPtr", "_FuncPtr"]  # off again: the bare ctypes functions
+    # Off: a row without integer parameters is the bare ctypes function, one with them its range check only.
+    assert result["bare"] == ["_FuncPtr", "cuInit", False]
+    assert result["inside"] == ["function", True]  # on: a traced wrapper around exactly that
+    assert result["after"] == [True, "_FuncPtr", "_FuncPtr"]  # off again: what was there before
     lines = result["lines"]
     assert len(lines) == 4, lines
     assert lines[0].startswith("[rawcuda] cuMemAlloc_v2(dptr=&c_ulong, bytesize=4096)")
