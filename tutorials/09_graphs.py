@@ -304,7 +304,7 @@ def main(t: Tutorial) -> None:
     t.check(close_to(p.results(stream)[-1], p.reference(fresh, p.w_host)), "the replay processed the new input")
     t.say(
         "the flip side: free a buffer a graph uses and the replay writes freed memory -- rawcuda refuses to\n"
-        "replay a graph whose add_kernel() arguments were closed; for captured graphs, keep the buffers alive"
+        "replay a graph once a buffer or kernel it uses was closed, whether captured or built with add_kernel()"
     )
 
     t.step(f"change kernel #{THIRD} (a matmul) to new weights inside the executable graph")

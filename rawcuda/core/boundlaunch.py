@@ -67,7 +67,9 @@ class BoundLaunch:
         ctx.last_launch_ref = fn.ref
         fn.last_prepared = self._call
         pending, target = self._packed.pending, self._target
-        if pending and target.capturing is None:  # as in Function.launch
+        if target.capturing is not None:  # as in Function.launch: the graph holds what a replay uses
+            target.capturing.keep_alive(fn, self.args)
+        elif pending:
             for memory in pending:
                 if memory.last() is not target:
                     memory.record(target)

@@ -11,6 +11,7 @@ run. It returns the times as a :class:`Timing`; its ``median`` is what the tutor
 from __future__ import annotations
 
 import statistics
+import weakref
 from collections.abc import Callable, Generator
 from ctypes import byref, c_float, c_void_p
 from dataclasses import dataclass
@@ -63,6 +64,9 @@ class Event(Resource):
         self._own(_destroy_event, self._handle)
         self.timing = timing
         self.recorded = False
+        # A weak reference to the graph its last record went into (a capturing stream's): weak, so that an
+        # event kept for timing does not keep a graph and everything it holds alive.
+        self.captured_by: weakref.ref[Any] | None = None
 
     @property
     def handle(self) -> int:
@@ -75,6 +79,9 @@ class Event(Resource):
         self.context.activate()
         cu.cuEventRecord(self._handle, stream_handle(stream, self.context))
         self.recorded = True
+        # A stream that waits for this event joins the capture (a fork): Stream.wait tells the graph.
+        graph = None if stream is None else stream.capturing
+        self.captured_by = None if graph is None else weakref.ref(graph)
         return self
 
     def synchronize(self) -> None:

@@ -179,13 +179,15 @@ class Function:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self.ref  # named in the error if a sticky fault ever poisons the context
         self.last_prepared = prepared
-        if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
+        if stream is not None and stream.capturing is not None:
+            # A captured launch runs at every replay, not now: the graph holds (and checks) what it uses.
+            # Why: docs/hazards.md, "A captured launch is held by its graph".
+            stream.capturing.keep_alive(self, args)
+        elif packed.pending:  # the buffers' memory it may still be writing (views share their base's)
             target = self.legacy if stream is None else stream
-            # A captured launch runs at replay, not now: rawcuda.core.guards.pending says why.
-            if target.capturing is None:
-                for memory in packed.pending:
-                    if memory.last() is not target:  # the same stream again costs this one call per buffer
-                        memory.record(target)
+            for memory in packed.pending:
+                if memory.last() is not target:  # the same stream again costs this one call per buffer
+                    memory.record(target)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 

@@ -127,6 +127,11 @@ class Stream(Resource):
         same_context(self, event)
         self.context.activate()
         cu.cuStreamWaitEvent(self._handle, event.handle, EventWaitFlag.DEFAULT)
+        graph = None if event.captured_by is None else event.captured_by()
+        if graph is not None and self.capturing is None:
+            # The driver now captures this stream too: what it queues belongs to that graph.
+            # Why: docs/hazards.md, "A stream that waits on a capture joins it".
+            graph.join(self)
 
     def __await__(self) -> Generator[Any, None, None]:
         """``await stream``: wait for the queued work without blocking the event loop (:mod:`rawcuda.extras.aio`)."""

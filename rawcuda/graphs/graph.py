@@ -27,9 +27,10 @@ What a graph records, and what that means for you:
   address. Replaying reads whatever those buffers hold *now*: copy new input into the same buffer and
   replay to process it. A buffer freed while a graph still uses it is a use-after-free on the GPU, so
   graphs built with ``add_kernel`` keep their arguments alive, and ``exec.launch()`` refuses to run once
-  one of them was closed. A *captured* graph holds the host arrays of the copies recorded into it (the
-  stream hands them over), but it cannot see the buffers behind captured launches: keep those alive
-  yourself (or hand them to ``graph.keep_alive(...)``).
+  one of them was closed. A *captured* graph does the same for what rawcuda recorded into it: the
+  function and arguments of every captured launch, and both ends of every captured copy (the stream
+  hands them over, a stream that joined the capture too). Memory a launch reaches only through a raw
+  address (an int argument) is invisible to it: hand such buffers to ``graph.keep_alive(...)``.
 * **Ownership without cycles.** Drop a graph (and its executables and nodes) and reference counting alone
   frees it and everything it held -- no wait for the cyclic garbage collector, and nothing kept for ever
   under ``gc.disable()``. Every reference points one way: an executable graph holds its graph, a graph its
@@ -118,6 +119,24 @@ class Graph(Resource):
             self._kept = []  # the recorded work was discarded: nothing needs what it would have used
             self.context.forget(self)
 
+    def join(self, stream: Stream) -> None:
+        """``stream`` waited on an event recorded into this capture: the driver captures it too, until the end.
+
+        It records into this graph from now on (``stream.capturing``), so what it queues is held, and its
+        launches are not taken for work running now. The capture's end lets it go again.
+        """
+        if self._capture_stream is None:
+            return  # the capture ended: the wait was on a finished capture's event (the driver refuses it)
+        stream.capturing = self
+        self._joined.add(stream)
+
+    def end_joins(self) -> None:
+        """The capture ended: every stream that joined it records its own work again."""
+        for stream in list(self._joined):
+            if stream.capturing is self:
+                stream.capturing = None
+        self._joined.clear()
+
     @property
     def capture_stream(self) -> Stream | None:
         """The stream recording into this graph, or None once the capture has ended."""
@@ -130,6 +149,8 @@ class Graph(Resource):
         self._capture_stream: weakref.ref[Stream] | None = None
         self._nodes: dict[int, Node] = {}  # handle -> Node, so asking twice gives the same objects
         self._kept: list[Any] = []  # what keep_alive() was given: host memory of captured copies ...
+        # Streams that joined the capture (a fork). Weak: a stream dropped mid-capture is no one's to reset.
+        self._joined: weakref.WeakSet[Stream] = weakref.WeakSet()
 
     def _take(self, handle: int) -> None:
         self._handle = handle

@@ -140,6 +140,7 @@ class Capture:
         # more off the deferral's count of open captures, and every later GC release would then wait forever.
         self.graph = None
         stream.capturing = None
+        graph.end_joins()  # joined streams leave the capture with it, whether it ended well or not
         handle = c_void_p()
         try:
             try:

@@ -340,10 +340,20 @@ def test_a_captured_launch_records_nothing(ctx: StandInContext, launches: list[A
     fn, s = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A)
     c = StandInBuffer(N, context=ctx)
     bound = fn.bind(1, 32, c, c, c, N, stream=s)
-    s.capturing = object()  # what rawcuda.capture sets: the Graph being recorded into
+    class StandInGraph:  # what rawcuda.capture sets: the Graph being recorded into
+        def __init__(self) -> None:
+            self.kept: list[Any] = []
+
+        def keep_alive(self, *objects: Any) -> None:
+            self.kept.extend(objects)
+
+    graph = StandInGraph()
+    s.capturing = graph
     fn.launch(1, 32, c, c, c, N, stream=s)
     bound()
     assert len(launches) == 2 and c.pending.streams == []
+    # The graph holds what each replay uses, and checks it at replay: the function and the arguments.
+    assert graph.kept == [fn, (c, c, c, N), fn, (c, c, c, N)]
     s.capturing = None  # the capture ended
     bound()
     assert recorded(c.pending) == [s]
@@ -391,5 +401,6 @@ def test_a_captured_memset_records_nothing_either(ctx: StandInContext, monkeypat
     s, c = stand_in_stream(ctx, STREAM_A), StandInBuffer(N, context=ctx)
     s.capturing = SimpleNamespace(keep_alive=held.append)  # what rawcuda.capture sets: the Graph being recorded into
     c.fill(1.0, stream=s)
-    assert queued == [STREAM_A] and held == [None], "the memset was queued (captured) on the stream"
+    assert queued == [STREAM_A], "the memset was queued (captured) on the stream"
+    assert held == [None, c], "the graph holds the memset's buffer: a replay writes it"
     assert c.pending.streams == []
