@@ -38,7 +38,9 @@ unrelated work on the legacy default stream.
   keep alive or to dangle. The registry (token -> loop, future, the stream or event) holds the rest.
 * Cancellation: when the awaiting task is cancelled, the registry entry is removed at once and the Future
   cancelled. The host function still runs later (a queued host function cannot be withdrawn); it finds no
-  entry, counts itself in :func:`orphaned`, and does nothing.
+  entry, counts itself in :func:`orphaned`, and does nothing. Cancelling ``await event`` returns at once:
+  its internal stream still holds the wait, so it is set aside (closing it would block until the event
+  completes) and pooled again once a later wait finds it finished.
 
 **A host function that never runs.** The driver skips host functions once the context has hit a sticky
 error (a kernel fault). So the wait also asks ``query()`` -- which never blocks, and raises that sticky
@@ -95,6 +97,7 @@ _counts = _Counts()
 _lock = threading.Lock()  # the host function runs on a driver thread; the registry is shared with the loop
 _tokens = itertools.count(1)  # never 0: ctypes hands a NULL userData to Python as None
 _idle_streams: dict[int, list[Stream]] = {}  # context handle -> idle internal streams for `await event`
+_busy_streams: dict[int, list[Stream]] = {}  # context handle -> streams of cancelled waits, still queued
 
 
 def _host_function(user_data: int | None) -> None:
@@ -203,6 +206,7 @@ def _enqueue(
 
 def _acquire_waiter(ctx: Context) -> Stream:
     """An idle internal stream of ``ctx`` (a new one when none is idle)."""
+    _reclaim_finished(ctx)
     with _lock:
         idle = _idle_streams.get(ctx.raw_handle, [])
         while idle:
@@ -215,16 +219,41 @@ def _acquire_waiter(ctx: Context) -> Stream:
 
 
 def _release_waiter(stream: Stream, *, idle: bool) -> None:
-    """Back to the pool when its work is done; otherwise (cancelled, failed) destroyed -- legal with work
-    still queued: the driver finishes the work, then frees the stream."""
-    if idle and not stream.closed:
-        with _lock:
-            pool = _idle_streams.setdefault(stream.context.raw_handle, [])
-            if len(pool) < IDLE_WAIT_STREAMS:
-                pool.append(stream)
-                return
+    """Back to the pool when its work is done. A cancelled wait's stream still has the wait queued: closing
+    it would block until the event completes (a stream's close waits for its work), so it is set aside,
+    and a later wait reuses it once it has finished."""
+    if stream.closed:
+        return
+    with _lock:
+        key = stream.context.raw_handle
+        if not idle:
+            _busy_streams.setdefault(key, []).append(stream)
+            return
+        pool = _idle_streams.setdefault(key, [])
+        if len(pool) < IDLE_WAIT_STREAMS:
+            pool.append(stream)
+            return
     with contextlib.suppress(Exception):  # a closed or poisoned context: nothing left to release
         stream.close()
+
+
+def _reclaim_finished(ctx: Context) -> None:
+    """The set-aside streams of ``ctx`` whose cancelled wait has run go back to the pool (never blocks)."""
+    with _lock:
+        busy = _busy_streams.pop(ctx.raw_handle, [])
+    still = []
+    for stream in busy:
+        try:
+            done = stream.closed or stream.query()
+        except Exception:  # a poisoned context: the next wait reports it; this stream is of no more use
+            continue
+        if not done:
+            still.append(stream)
+        elif not stream.closed:
+            _release_waiter(stream, idle=True)
+    if still:
+        with _lock:
+            _busy_streams.setdefault(ctx.raw_handle, []).extend(still)
 
 
 __all__ = ["ERROR_CHECK_INTERVAL_S", "IDLE_WAIT_STREAMS", "orphaned", "pending", "wait"]

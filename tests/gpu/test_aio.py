@@ -165,6 +165,26 @@ def test_cancelling_an_event_await(spin: rawcuda.Function, stream: Stream) -> No
     assert aio.pending() == 0
 
 
+def test_cancelling_an_event_await_returns_while_the_kernel_still_runs(spin: rawcuda.Function, stream: Stream) -> None:
+    # The cancelled wait's internal stream still holds the wait; closing it there would block until the
+    # kernel ended. It is set aside instead, and a later wait takes it back once it has finished.
+    async def main() -> None:
+        launch_spin(spin, LONG_SPIN_S, stream)
+        event = Event().record(stream)
+        task = asyncio.ensure_future(aio.wait(event))
+        await asyncio.sleep(CANCEL_AFTER_S)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        assert not event.query(), "the cancellation waited for the kernel to end"
+        await event
+        assert event.query()
+        event.close()
+
+    asyncio.run(main())
+    assert aio.pending() == 0
+
+
 def test_what_cannot_be_awaited(stream: Stream) -> None:
     async def unrecorded() -> None:
         await Event()
