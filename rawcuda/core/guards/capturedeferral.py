@@ -56,7 +56,9 @@ class CaptureDeferral:
     """
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Re-entrant: an allocation under the lock may run the GC, and a finalizer there calls defer() on this
+        # thread (a plain Lock deadlocked: a capture loop making cyclic garbage hung on the H200).
+        self._lock = threading.RLock()
         self.open_captures = 0
         self._queue: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []
         self._running: list[tuple[Context, Callable[..., None], tuple[Any, ...]]] = []  # taken off, not done yet
