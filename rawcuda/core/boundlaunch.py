@@ -68,7 +68,7 @@ class BoundLaunch:
         fn.last_prepared = self._call
         pending, target = self._packed.pending, self._target
         if target.capturing is not None:  # as in Function.launch: the graph holds what a replay uses
-            target.capturing.keep_alive(fn, self.args)
+            target.capturing.record_launch(target, fn, self.args)
         elif pending:
             for memory in pending:
                 if memory.last() is not target:

@@ -31,8 +31,8 @@ from .allocation import Allocation
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .elements import byte_count, exact_element, normalize_dtype, normalize_shape
-from .integers import shown, whole
-from .overlap import overlaps, staged_copy, staged_copy_async
+from .integers import integer, shown, whole
+from .overlap import copy_through, overlaps, relaxed_capture, staged_copy, staged_copy_async
 from .pinned import PinnedBuffer
 from .resource import Resource
 from .stream import Stream, stream_handle
@@ -253,6 +253,8 @@ class DeviceBuffer(Resource, Exportable):
         # it), and the shape check below would then refuse a 0-d buffer's own kind of array.
         host = np.require(_host_array(src, "copy_from"), requirements="C")
         self._check_match(host.shape, host.dtype, "copy from")
+        if overlaps(self._ptr, host.ctypes.data, self.nbytes):  # a managed buffer's own host view, shifted
+            host = host.copy()
         self._transfer(
             lambda s: cu.cuMemcpyHtoDAsync(self._ptr, host.ctypes.data, self.nbytes, s),
             lambda: cu.cuMemcpyHtoD(self._ptr, host.ctypes.data, self.nbytes),
@@ -271,6 +273,9 @@ class DeviceBuffer(Resource, Exportable):
         if not host.flags.c_contiguous or not host.flags.writeable:
             raise ValueError("copy_to needs a C-contiguous, writeable array (np.empty(shape, dtype) is one)")
         self._check_match(host.shape, host.dtype, "copy into")
+        if overlaps(self._ptr, host.ctypes.data, self.nbytes):  # a managed buffer's own host view, shifted
+            host[...] = self.to_array(stream)  # (which waits for the stream)
+            return
         self._transfer(
             lambda s: cu.cuMemcpyDtoHAsync(host.ctypes.data, self._ptr, self.nbytes, s),
             lambda: cu.cuMemcpyDtoH(host.ctypes.data, self._ptr, self.nbytes),
@@ -298,18 +303,18 @@ class DeviceBuffer(Resource, Exportable):
         dst._check_match(src.shape, src.dtype, "copy from device buffer")
         to, start, nbytes = dst._ptr, src._ptr, dst.nbytes
         if to == start:
+            stream_handle(stream, dst.context)  # (a wrong or closed stream is still refused)
             return  # the same bytes: nothing would change
-        if overlaps(to, start, nbytes):  # undefined for cuMemcpyDtoD: memmove's meaning, through a temporary
-            dst._transfer(
-                lambda s: staged_copy_async(to, start, nbytes, s), lambda: staged_copy(to, start, nbytes), stream, src
-            )
-            return
-        dst._transfer(
-            lambda s: cu.cuMemcpyDtoDAsync(to, start, nbytes, s),
-            lambda: cu.cuMemcpyDtoD(to, start, nbytes),
-            stream,
-            src,
-        )
+        keep: Any = src
+        if not overlaps(to, start, nbytes):
+            steps = (lambda s: cu.cuMemcpyDtoDAsync(to, start, nbytes, s), lambda: cu.cuMemcpyDtoD(to, start, nbytes))
+        elif stream is None or stream.capturing is None:  # undefined for cuMemcpyDtoD: staged, as memmove does
+            steps = (lambda s: staged_copy_async(to, start, nbytes, s), lambda: staged_copy(to, start, nbytes))
+        else:  # captured: the graph keeps the temporary. Why: docs/hazards.md, "Overlapping copies are staged".
+            with relaxed_capture():
+                scratch = keep = (src, DeviceBuffer.empty(nbytes, np.uint8, dst.context))
+            steps = (lambda s: copy_through(to, start, nbytes, scratch[1]._ptr, s), lambda: None)
+        dst._transfer(*steps, stream, keep)
 
     def _check_match(self, shape: tuple[int, ...], dtype: np.dtype, action: str) -> None:
         if dtype != self.dtype:
@@ -331,6 +336,7 @@ class DeviceBuffer(Resource, Exportable):
         ``host`` is the record of pinned memory at the other end. Its DLPack export must wait for the copy too.
         """
         if self.nbytes == 0:
+            stream_handle(stream, self.context)  # nothing to do, but a wrong or closed stream is still refused
             return
         ctx = self.context
         if stream is None:
@@ -358,8 +364,8 @@ class DeviceBuffer(Resource, Exportable):
     # --- filling ------------------------------------------------------------------------------------------
     def memset(self, byte: int, stream: Stream | None = None) -> None:
         """Set every byte to ``byte`` (0..255): memset(0) zeroes any dtype."""
-        value = whole(byte)
-        if value is None or not 0 <= value <= np.iinfo(np.uint8).max:
+        value = integer(byte, "memset's byte")
+        if not 0 <= value <= np.iinfo(np.uint8).max:
             raise ValueError(f"memset takes a byte value 0..255, got {shown(byte)}; use fill() for element values")
         self.check_open()
         self._set(1, value, self.nbytes, stream)

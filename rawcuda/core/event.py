@@ -23,6 +23,7 @@ from rawcuda.ffi.constants import EventFlag
 
 from .closeorder import CloseOrder
 from .context import Context, resolve
+from .integers import integer, whole
 from .resource import Resource
 from .stream import Stream, stream_handle
 
@@ -59,7 +60,7 @@ class Event(Resource):
         super().__init__(ctx)
         ctx.activate()
         handle = c_void_p()
-        cu.cuEventCreate(byref(handle), int(flags))
+        cu.cuEventCreate(byref(handle), integer(flags, "flags"))
         self._handle: int = handle.value or 0
         self._own(_destroy_event, self._handle)
         self.timing = timing
@@ -115,6 +116,10 @@ class Event(Resource):
         Raises ValueError when either event was never recorded or was made with ``timing=False``. Also when the
         two belong to different contexts.
         """
+        if not isinstance(end, Event):
+            raise TypeError(
+                f"elapsed_ms(end) takes the rawcuda Event recorded after the work, not {type(end).__name__}"
+            )
         for event in (self, end):
             event.require_recorded("time")
             if not event.timing:
@@ -132,10 +137,30 @@ class Event(Resource):
         return ms.value
 
     def require_recorded(self, action: str) -> None:
-        """Raise ClosedError when closed, ValueError (naming ``action``) when never recorded."""
+        """ClosedError when closed; ValueError (naming ``action``) when never recorded, or recorded in a capture."""
         self.check_open()
         if not self.recorded:
             raise ValueError(f"cannot {action} {self!r}: it was never recorded; call event.record(stream) first")
+        if self.captured_by is not None:
+            raise ValueError(self.in_capture(action))
+
+    def open_capture(self) -> Any:
+        """The graph of the still-open capture this event was last recorded into; None when recorded outside one.
+
+        Raises ValueError when that capture has ended: the event marks a point of a graph, and nothing waits there.
+        """
+        graph = None if self.captured_by is None else self.captured_by()
+        if self.captured_by is not None and (graph is None or graph.capture_stream is None):
+            raise ValueError(self.in_capture("wait for"))
+        return graph
+
+    def in_capture(self, action: str) -> str:
+        """Why an event last recorded in a capture cannot be queried, synchronized, timed or awaited."""
+        return (
+            f"cannot {action} {self!r}: it was last recorded inside a stream capture, so it marks a point of the "
+            "graph, not of work that runs (the driver answers CUDA_ERROR_INVALID_VALUE); record it again outside "
+            "the capture, e.g. after exec.launch(stream)"
+        )
 
     def __repr__(self) -> str:
         state = " closed" if self._closed else ("" if self.recorded else " unrecorded")
@@ -165,11 +190,12 @@ class Timing:
 
 def _count(name: str, value: object, least: int) -> int:
     """``value`` as a count of runs, checked: an int (not a bool) of at least ``least``."""
-    if isinstance(value, bool) or not isinstance(value, int):
+    number = whole(value)
+    if number is None:
         raise TypeError(f"{name} must be an int (a number of runs), not {type(value).__name__} {value!r}")
-    if value < least:
-        raise ValueError(f"{name} must be at least {least}, got {value}: pass {name}={least} or more")
-    return value
+    if number < least:
+        raise ValueError(f"{name} must be at least {least}, got {number}: pass {name}={least} or more")
+    return number
 
 
 def time_ms(
@@ -215,7 +241,7 @@ def time_ms(
         raise TypeError(f"stream must be a rawcuda.Stream or None (the legacy default stream), not {stream!r}")
     else:
         stream.check_open()  # ClosedError now, not after the warm-up runs
-        owner = stream.context if context is None else context
+        owner = stream.context if context is None else resolve(context)
         if owner.raw_handle != stream.context.raw_handle:
             raise ValueError(f"{stream!r} belongs to {stream.context!r}, not {owner!r}: leave context=None")
     for _ in range(warmup):

@@ -30,6 +30,7 @@ from rawcuda.ffi.attributes import FunctionAttribute
 from .boundlaunch import BoundLaunch
 from .closecounter import closes
 from .context import SYNC_LAUNCHES
+from .integers import integer, shown, whole
 from .kernelargs import EMPTY_PACK, ArgPacker, Packed
 from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
@@ -105,7 +106,7 @@ class Function:
         """Set one of the kernel's attributes with ``cuFuncSetAttribute``."""
         self.check_open()
         self.context.activate()
-        cu.cuFuncSetAttribute(self._handle, int(which), value)
+        cu.cuFuncSetAttribute(self._handle, integer(which, "attribute"), integer(value, "value"))
 
     @property
     def num_regs(self) -> int:
@@ -132,7 +133,9 @@ class Function:
         self.check_open()
         self.context.activate()
         blocks = c_int()
-        cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(byref(blocks), self._handle, block_size, shared_mem)
+        cu.cuOccupancyMaxActiveBlocksPerMultiprocessor(
+            byref(blocks), self._handle, integer(block_size, "block_size"), integer(shared_mem, "shared_mem")
+        )
         return blocks.value
 
     # --- launching -----------------------------------------------------------------------------------------
@@ -182,7 +185,7 @@ class Function:
         if stream is not None and stream.capturing is not None:
             # A captured launch runs at every replay, not now: the graph holds (and checks) what it uses.
             # Why: docs/hazards.md, "A captured launch is held by its graph".
-            stream.capturing.keep_alive(self, args)
+            stream.capturing.record_launch(stream, self, args)
         elif packed.pending:  # the buffers' memory it may still be writing (views share their base's)
             target = self.legacy if stream is None else stream
             for memory in packed.pending:
@@ -222,9 +225,10 @@ class Function:
         Only you can say it: ``const`` is not part of a kernel's PTX signature.
         """
         specs = list(self.params)
-        for index in indices:
-            if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < len(specs):
-                raise IndexError(f"{self.name!r} has parameters 0..{len(specs) - 1}; {index!r} is not one of them")
+        for given in indices:
+            index = whole(given)
+            if index is None or not 0 <= index < len(specs):
+                raise IndexError(f"{self.name!r} has parameters 0..{len(specs) - 1}; {shown(given)} is not one of them")
             if specs[index].size != POINTER_SIZE or specs[index].kind not in POINTER_KINDS:
                 raise ValueError(f"parameter {index} of {self.name!r} ({specs[index].ptx_type}) is not a pointer")
             specs[index] = dataclasses.replace(specs[index], read_only=True)

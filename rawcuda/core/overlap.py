@@ -9,9 +9,12 @@ copy's duration, and only overlapping copies pay it (docs/hazards.md, "Overlappi
 
 from __future__ import annotations
 
-from ctypes import byref, c_uint64
+import contextlib
+from collections.abc import Iterator
+from ctypes import byref, c_int, c_uint64
 
 from rawcuda.checked import cu
+from rawcuda.ffi.constants import StreamCaptureMode
 
 
 def overlaps(dst: int, src: int, nbytes: int) -> bool:
@@ -34,14 +37,35 @@ def staged_copy(dst: int, src: int, nbytes: int) -> None:
 
 def staged_copy_async(dst: int, src: int, nbytes: int, stream: int) -> None:
     """The same, ordered on ``stream``: the scratch comes from the stream-ordered allocator, and goes back
-    to it when the second copy has run (so nothing here waits, and a capture records all four steps)."""
+    to it when the second copy has run, so nothing here waits. Not for a capture: see :func:`copy_through`."""
     scratch = c_uint64()
     cu.cuMemAllocAsync(byref(scratch), nbytes, stream)
     try:
-        cu.cuMemcpyDtoDAsync(scratch.value, src, nbytes, stream)
-        cu.cuMemcpyDtoDAsync(dst, scratch.value, nbytes, stream)
+        copy_through(dst, src, nbytes, scratch.value, stream)
     finally:
         cu.cuMemFreeAsync(scratch.value, stream)
 
 
-__all__ = ["overlaps", "staged_copy", "staged_copy_async"]
+def copy_through(dst: int, src: int, nbytes: int, scratch: int, stream: int) -> None:
+    """Source to ``scratch``, then ``scratch`` to destination, on ``stream``.
+
+    A capture uses this with a scratch buffer its graph keeps: stream-ordered allocation would become
+    memory nodes, and a graph with those can have only one executable at a time.
+    """
+    cu.cuMemcpyDtoDAsync(scratch, src, nbytes, stream)
+    cu.cuMemcpyDtoDAsync(dst, scratch, nbytes, stream)
+
+
+@contextlib.contextmanager
+def relaxed_capture() -> Iterator[None]:
+    """Let this thread allocate while a stream captures (cuMemAlloc is "potentially unsafe" in the stricter
+    capture modes, and would end the capture); the thread's own mode comes back after."""
+    mode = c_int(StreamCaptureMode.RELAXED)
+    cu.cuThreadExchangeStreamCaptureMode(byref(mode))
+    try:
+        yield
+    finally:
+        cu.cuThreadExchangeStreamCaptureMode(byref(mode))
+
+
+__all__ = ["copy_through", "overlaps", "relaxed_capture", "staged_copy", "staged_copy_async"]

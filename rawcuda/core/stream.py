@@ -31,7 +31,7 @@ from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 from .closecounter import closes
 from .closeorder import CloseOrder
 from .context import Context, described, resolve
-from .integers import shown, whole
+from .integers import integer, shown
 from .resource import Resource
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
@@ -73,8 +73,8 @@ class Stream(Resource):
         ctx = resolve(context)
         if priority is not None:
             least, greatest = ctx.stream_priority_range
-            number = whole(priority)
-            if number is None or not greatest <= number <= least:
+            number = integer(priority, "priority")
+            if not greatest <= number <= least:
                 raise ValueError(
                     f"stream priority {shown(priority)} is outside this device's range {greatest} (highest) .. "
                     f"{least} (lowest): lower numbers run first; pass an int in that range or None for the default"
@@ -84,9 +84,9 @@ class Stream(Resource):
         ctx.activate()
         handle = c_void_p()
         if priority is None:
-            cu.cuStreamCreate(byref(handle), int(flags))
+            cu.cuStreamCreate(byref(handle), integer(flags, "flags"))
         else:
-            cu.cuStreamCreateWithPriority(byref(handle), int(flags), priority)
+            cu.cuStreamCreateWithPriority(byref(handle), integer(flags, "flags"), priority)
         self._handle: int = handle.value or 0
         self._held: collections.deque[tuple[int, Any]] = collections.deque()
         self._spare_markers: list[int] = []  # completed marker events, kept for the next keep_alive
@@ -125,9 +125,9 @@ class Stream(Resource):
         if not isinstance(event, Event):
             raise TypeError(not_an_event(event))
         same_context(self, event)
+        graph = event.open_capture()  # (an ended capture's event is refused: the driver's INVALID_VALUE says less)
         self.context.activate()
         cu.cuStreamWaitEvent(self._handle, event.handle, EventWaitFlag.DEFAULT)
-        graph = None if event.captured_by is None else event.captured_by()
         if graph is not None and self.capturing is None:
             # The driver now captures this stream too: what it queues belongs to that graph.
             # Why: docs/hazards.md, "A stream that waits on a capture joins it".

@@ -50,6 +50,7 @@ What capture forbids, and what rawcuda says then, is in :mod:`rawcuda.graphs.str
 
 from __future__ import annotations
 
+import ctypes
 import heapq
 import itertools
 import weakref
@@ -117,7 +118,22 @@ class Graph(Resource):
         else:
             self._closed = True
             self._kept = []  # the recorded work was discarded: nothing needs what it would have used
+            self._captured_uses = {}
             self.context.forget(self)
+
+    def record_launch(self, stream: Stream, fn: Function, args: tuple[Any, ...]) -> None:
+        """A launch was just captured on ``stream``: its kernel node uses ``fn`` and ``args`` at every replay.
+
+        The capturing stream's dependencies are now that one node (cuStreamGetCaptureInfo), so the use is
+        kept for that node: ``set_kernel_args`` replaces it as it does an explicit node's. When the driver
+        does not say (not one kernel node), the graph keeps it for its whole life instead.
+        """
+        status, deps, count = c_int(), ctypes.POINTER(CUgraphNode)(), c_size_t()
+        cu.cuStreamGetCaptureInfo(stream.handle, byref(status), None, None, byref(deps), None, byref(count))
+        if count.value == 1 and deps[0]:
+            self._captured_uses[deps[0]] = (fn, args)
+        else:
+            self._kept.append((fn, args))
 
     def join(self, stream: Stream) -> None:
         """``stream`` waited on an event recorded into this capture: the driver captures it too, until the end.
@@ -149,6 +165,7 @@ class Graph(Resource):
         self._capture_stream: weakref.ref[Stream] | None = None
         self._nodes: dict[int, Node] = {}  # handle -> Node, so asking twice gives the same objects
         self._kept: list[Any] = []  # what keep_alive() was given: host memory of captured copies ...
+        self._captured_uses: dict[int, tuple[Any, ...]] = {}  # kernel node handle -> (function, args) captured
         # Streams that joined the capture (a fork). Weak: a stream dropped mid-capture is no one's to reset.
         self._joined: weakref.WeakSet[Stream] = weakref.WeakSet()
 
@@ -180,7 +197,9 @@ class Graph(Resource):
     def node_arguments(self) -> dict[int, tuple[Any, ...]]:
         """Node handle -> what that kernel node's launch uses now (``KernelNode.in_use``), for the kernel
         nodes whose arguments rawcuda packed: a copy, which an executable graph takes as its own."""
-        return {h: node.in_use for h, node in self._nodes.items() if isinstance(node, KernelNode) and node.in_use}
+        uses = dict(self._captured_uses)  # a node given new arguments since (KernelNode.set_args) overrides
+        uses.update({h: node.in_use for h, node in self._nodes.items() if isinstance(node, KernelNode) and node.in_use})
+        return uses
 
     @property
     def held(self) -> tuple[Any, ...]:
@@ -204,6 +223,8 @@ class Graph(Resource):
         sees them) and kept alive with the graph.
         """
         handle = self._ready()
+        if not isinstance(fn, Function):
+            raise TypeError(f"add_kernel's first argument is a rawcuda Function, not {type(fn).__name__} {fn!r}")
         fn.check_open()
         if fn.context.raw_handle != self.context.raw_handle:
             raise ValueError(f"{fn!r} belongs to {fn.context!r}, the graph to {self.context!r}: use one context")
@@ -304,6 +325,7 @@ class Graph(Resource):
         super().close()
         self._nodes = {}
         self._kept = []
+        self._captured_uses = {}
 
     def __repr__(self) -> str:
         if self._capture_stream is not None:

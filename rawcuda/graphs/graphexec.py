@@ -34,6 +34,7 @@ from rawcuda.core.closecounter import closes
 from rawcuda.core.context import SYNC_LAUNCHES, CloseOrder
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.function import Function
+from rawcuda.core.integers import integer
 from rawcuda.core.kernelargs import MEMORY_VIEWS
 from rawcuda.core.resource import Resource
 from rawcuda.core.stream import Stream, stream_handle
@@ -87,11 +88,11 @@ class GraphExec(Resource):
     close_order = CloseOrder.EXECUTABLE_GRAPH
 
     def __init__(self, graph: Graph, flags: GraphInstantiateFlag = GraphInstantiateFlag.NONE) -> None:
-        source = graph.handle  # ClosedError, or RuntimeError while it is still being captured
+        source = graph_handle(graph)  # ClosedError, or RuntimeError while it is still being captured
         ctx = graph.context
         ctx.activate()
         handle = c_void_p()
-        cu.cuGraphInstantiate(byref(handle), source, int(flags))
+        cu.cuGraphInstantiate(byref(handle), source, integer(flags, "flags"))
         super().__init__(ctx)
         self._handle: int = handle.value or 0
         self._own(_destroy_exec, self._handle)
@@ -164,6 +165,7 @@ class GraphExec(Resource):
         graphs differ in more than parameters (the executable graph is then unchanged).
         """
         self.check_open()
+        graph_handle(graph)
         source = graph.handle
         if graph.context.raw_handle != self.context.raw_handle:
             raise ValueError(f"{graph!r} belongs to another context than {self!r}")
@@ -213,6 +215,16 @@ class GraphExec(Resource):
     def __repr__(self) -> str:
         state = " closed" if self._closed else ""
         return f"<GraphExec {self._handle:#x} of {self.graph!r}{state}>"
+
+
+def graph_handle(graph: Any) -> int:
+    """``graph.handle``, or a TypeError for anything but a Graph (which imports this file, hence the duck test)."""
+    if not callable(getattr(graph, "node_arguments", None)):
+        raise TypeError(
+            f"an executable graph is made from a rawcuda Graph (rawcuda.capture(stream) or Graph()), not "
+            f"{type(graph).__name__} {graph!r}"
+        )
+    return int(graph.handle)
 
 
 def _update_error(exc: CudaError, info: CUgraphExecUpdateResultInfo, graph: Graph) -> GraphError:

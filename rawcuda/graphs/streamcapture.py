@@ -66,11 +66,15 @@ def capture(stream: Stream, mode: StreamCaptureMode = StreamCaptureMode.THREAD_L
         raise ValueError(LEGACY_STREAM_REFUSAL)
     if not isinstance(stream, Stream):
         raise TypeError(f"capture() takes a rawcuda.Stream, not {type(stream).__name__}")
+    if isinstance(mode, bool):
+        raise TypeError(f"capture's mode is a StreamCaptureMode (GLOBAL, THREAD_LOCAL or RELAXED), not {mode!r}")
     return Capture(stream, StreamCaptureMode(mode))
 
 
 def capture_status(stream: Stream) -> StreamCaptureStatus:
     """Whether ``stream`` is capturing now: NONE, ACTIVE or INVALIDATED (cuStreamIsCapturing)."""
+    if not isinstance(stream, Stream):
+        raise TypeError(f"capture_status() takes a rawcuda.Stream, not {type(stream).__name__} {stream!r}")
     stream.context.activate()
     status = ctypes.c_int()
     cu.cuStreamIsCapturing(stream.handle, byref(status))
@@ -112,6 +116,7 @@ class Capture:
                 "RAWCUDA_SYNC_LAUNCHES=1 synchronizes after every launch, which stream capture "
                 "forbids: unset it to capture graphs"
             )
+        stream.context.check_usable()  # ForkedProcessError in a forked child, before any state of the parent's
         if stream.capturing is not None:
             raise RuntimeError(f"{stream!r} is already capturing into {stream.capturing!r}: end that capture first")
         stream.context.activate()

@@ -340,12 +340,13 @@ def test_a_captured_launch_records_nothing(ctx: StandInContext, launches: list[A
     fn, s = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A)
     c = StandInBuffer(N, context=ctx)
     bound = fn.bind(1, 32, c, c, c, N, stream=s)
+
     class StandInGraph:  # what rawcuda.capture sets: the Graph being recorded into
         def __init__(self) -> None:
             self.kept: list[Any] = []
 
-        def keep_alive(self, *objects: Any) -> None:
-            self.kept.extend(objects)
+        def record_launch(self, stream: Any, fn: Any, args: tuple[Any, ...]) -> None:
+            self.kept.extend((fn, args))
 
     graph = StandInGraph()
     s.capturing = graph

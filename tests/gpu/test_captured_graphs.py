@@ -165,3 +165,44 @@ def test_a_failed_fork_join_capture_leaves_both_streams_usable(rng: np.random.Ge
         np.testing.assert_array_equal(buf.to_array(stream=stream), fresh)
     for obj in (buf, fork, main, side):
         obj.close()
+
+
+def test_set_kernel_args_on_a_captured_node_lets_go_of_the_replaced_buffers(
+    rng: np.random.Generator, vector_add: rawcuda.Function
+) -> None:
+    # The captured launch's arguments belong to its node, as an explicit node's do: replaced, they are
+    # neither held nor checked, so closing them must not stop the replays.
+    stream = Stream(flags=StreamFlag.NON_BLOCKING)
+    a, b = rng.standard_normal(N, dtype=np.float32), rng.standard_normal(N, dtype=np.float32)
+    old_a, old_c = DeviceBuffer.from_array(a), DeviceBuffer.empty(N, np.float32)
+    with capture(stream) as graph:
+        add(vector_add, old_c, old_a, old_a, stream)
+    exec_ = GraphExec(graph)
+    new_a, new_b, new_c = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty(N, np.float32)
+    (node,) = graph.kernel_nodes()
+    exec_.set_kernel_args(node, new_c, new_a, new_b, N)
+    old_a.close()
+    old_c.close()
+    new_c.fill(NAN)
+    exec_.launch(stream)
+    np.testing.assert_array_equal(new_c.to_array(stream=stream), a + b)
+    new_b.close()
+    with pytest.raises(ClosedError, match="still uses it"):  # the new arguments are held and checked
+        exec_.launch(stream)
+    for obj in (exec_, graph, new_a, new_c, stream):
+        obj.close()
+
+
+def test_an_event_recorded_in_a_capture_says_so_when_used_outside_it(stream: Stream) -> None:
+    inside = Event(timing=False)
+    other = Stream(flags=StreamFlag.NON_BLOCKING)
+    with capture(stream) as graph:
+        inside.record(stream)
+    for use in (inside.query, inside.synchronize, lambda: other.wait(inside)):
+        with pytest.raises(ValueError, match="last recorded inside a stream capture"):
+            use()
+    inside.record(other)  # recorded again outside: an ordinary event
+    other.synchronize()
+    assert inside.query()
+    for obj in (graph, inside, other):
+        obj.close()

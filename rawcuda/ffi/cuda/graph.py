@@ -19,6 +19,7 @@ from ..types import (
     CUgraphNode,
     CUstream,
     P,
+    cuuint64_t,
     enum,
 )
 
@@ -37,6 +38,21 @@ ENTRIES = [
         "cuStreamIsCapturing",
         CUstream,
         P(enum),
+    ),
+    # _v3 added the edge data. After a launch, the capturing stream's dependencies are the node just added:
+    # how a captured launch finds its kernel node (rawcuda.graphs.graph, Graph.record_launch).
+    decl(
+        "CUresult cuStreamGetCaptureInfo(CUstream hStream, CUstreamCaptureStatus *captureStatus_out, "
+        "cuuint64_t *id_out, CUgraph *graph_out, const CUgraphNode **dependencies_out, "
+        "const CUgraphEdgeData **edgeData_out, size_t *numDependencies_out)",
+        "cuStreamGetCaptureInfo_v3",
+        CUstream,
+        P(enum),
+        P(cuuint64_t),
+        P(CUgraph),
+        P(P(CUgraphNode)),
+        P(c_void_p),
+        P(c_size_t),
     ),
     # Per-mode capture safety for this thread: returns the previous mode through the same pointer.
     decl(
