@@ -35,6 +35,7 @@ from rawcuda.ffi.constants import CtxFlag, Limit
 from .closeorder import CloseOrder
 from .device import Device
 from .guards import contextregistry, contextstack
+from .integers import integer
 
 #: Synchronize after every launch so a faulting kernel is reported by its own launch (debugging aid).
 SYNC_LAUNCHES = env_flag("RAWCUDA_SYNC_LAUNCHES")
@@ -91,7 +92,7 @@ class Context:
         """
         dev = device if isinstance(device, Device) else Device(device)
         handle = c_void_p()
-        cu.cuCtxCreate(byref(handle), None, int(flags), dev.handle)
+        cu.cuCtxCreate(byref(handle), None, integer(flags, "flags"), dev.handle)
         contextstack.created(handle.value or 0)
         cu.cuCtxPopCurrent(byref(c_void_p()))
         return cls(handle.value or 0, dev, primary=False)
@@ -197,12 +198,12 @@ class Context:
     def get_limit(self, limit: Limit) -> int:
         self.activate()
         value = c_size_t()
-        cu.cuCtxGetLimit(byref(value), int(limit))
+        cu.cuCtxGetLimit(byref(value), integer(limit, "limit"))
         return value.value
 
     def set_limit(self, limit: Limit, value: int) -> None:
         self.activate()
-        cu.cuCtxSetLimit(int(limit), value)
+        cu.cuCtxSetLimit(integer(limit, "limit"), integer(value, "value"))
 
     @property
     def last_launch(self) -> Any:

@@ -17,7 +17,7 @@ from rawcuda.checked import cu
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.types import CUuuid
 
-from .integers import whole
+from .integers import integer, whole
 
 _NAME_BYTES = 256
 _PCI_ID_BYTES = 32
@@ -62,7 +62,7 @@ class Device:
     def attribute(self, which: DeviceAttribute | int) -> int:
         """Any cuDeviceGetAttribute value, by :class:`DeviceAttribute`."""
         value = c_int()
-        cu.cuDeviceGetAttribute(byref(value), int(which), self.handle)
+        cu.cuDeviceGetAttribute(byref(value), integer(which, "attribute"), self.handle)
         return value.value
 
     def attributes(self) -> dict[str, int]:

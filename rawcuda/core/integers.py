@@ -21,10 +21,18 @@ def whole(value: Any) -> int | None:
         return None
 
 
+def integer(value: Any, what: str) -> int:
+    """``value`` as an int by :func:`whole`; a TypeError naming ``what`` when it is not an integer."""
+    number = whole(value)
+    if number is None:
+        raise TypeError(f"{what} is an int (or a numpy integer), not {type(value).__name__} {value!r}")
+    return number
+
+
 def shown(value: Any) -> str:
     """``value`` for a message: an integer as its plain number, anything else as its repr."""
     number = whole(value)
     return repr(value) if number is None else str(number)
 
 
-__all__ = ["shown", "whole"]
+__all__ = ["integer", "shown", "whole"]

@@ -35,6 +35,7 @@ from rawcuda.protocols.loans import Loan
 from .closeorder import CloseOrder
 from .context import Context, resolve
 from .elements import byte_count, normalize_dtype, normalize_shape
+from .integers import integer
 from .resource import Resource
 
 
@@ -89,7 +90,7 @@ class PinnedBuffer(Resource, Exportable):
         self.shape = normalize_shape(shape)
         self.dtype = normalize_dtype(dtype)
         self.nbytes = byte_count(self.shape, self.dtype)
-        self.flags = HostAllocFlag(flags)
+        self.flags = HostAllocFlag(integer(flags, "flags"))
         ptr = c_void_p()
         if self.nbytes:
             ctx.activate()

@@ -33,7 +33,7 @@ from typing import Any
 
 from rawcuda.checked import cu
 from rawcuda.checked.errors import CudaError
-from rawcuda.core.context import Context, default_context
+from rawcuda.core.context import Context, default_context, resolve
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.elements import normalize_dtype, normalize_shape
 from rawcuda.core.guards.capturedeferral import capture_deferral
@@ -156,7 +156,7 @@ def _adopt_capsule(capsule: Any, owner: Any, context: Context | None, read_only:
     _check_kind(tensor.device[0], name)
     if tensor.read_only and not read_only:
         raise BufferError(_read_only_message(name))
-    ctx = context if context is not None else default_context(_ordinal(tensor))
+    ctx = resolve(context) if context is not None else default_context(_ordinal(tensor))
     _check_memory(tensor.ptr, tensor.nbytes, ctx, name)
     claim = take(capsule)
     try:
@@ -236,9 +236,12 @@ def _read_only_message(name: str) -> str:
 
 
 def _context(context: Context | None, stream: Stream | None, ordinal: int) -> Context:
-    if context is None:
-        context = stream.context if stream is not None else default_context(ordinal)
-    return context
+    """The context to adopt into; a stream or context of the wrong type is a TypeError naming it."""
+    if stream is not None and not isinstance(stream, Stream):
+        raise TypeError(f"stream must be a rawcuda.Stream or None, not {type(stream).__name__} {stream!r}")
+    if context is not None:
+        return resolve(context)
+    return stream.context if stream is not None else default_context(ordinal)
 
 
 def _device_of(ptr: int) -> int:

@@ -41,7 +41,7 @@ from rawcuda.checked import cu
 from rawcuda.core.context import Context
 from rawcuda.core.device import Device
 from rawcuda.core.devicebuffer import DeviceBuffer
-from rawcuda.core.integers import shown, whole
+from rawcuda.core.integers import integer, shown, whole
 from rawcuda.core.pinned import host_view, lend_host_memory
 from rawcuda.core.stream import Stream, stream_handle
 from rawcuda.ffi.attributes import DeviceAttribute
@@ -139,7 +139,7 @@ class ManagedBuffer(DeviceBuffer):
         if self.nbytes == 0:
             return
         self.context.activate()
-        cu.cuMemAdvise(self._ptr, self.nbytes, int(advice), location(where))
+        cu.cuMemAdvise(self._ptr, self.nbytes, integer(advice, "advice"), location(where))
 
     def lend(self) -> Loan:
         """Hold this memory for an outside holder (a DLPack consumer) until ``loan.end()``, as a view does."""

@@ -136,15 +136,20 @@ def _field_bad(got: np.ndarray, want: np.ndarray, rules: tuple[float, float, boo
     found: dict[str, Any] = {}
     for name in got.dtype.names or ():
         g, w, label = got[name], want[name], prefix + name
-        if g.dtype.names is not None:
-            found.update(_field_bad(g, w, rules, label + "."))
+        if g.dtype.names is not None:  # nested records (a subarray of them too: its fields come back wider)
+            found.update({sub: _per_element(bad, got) for sub, bad in _field_bad(g, w, rules, label + ".").items()})
             continue
         inexact = np.issubdtype(g.dtype, np.inexact)
         bad = ~np.isclose(g, w, rtol=rtol, atol=atol, equal_nan=equal_nan) if inexact else g != w
-        if bad.ndim > got.ndim:  # a subarray field: an element differs where any of its values does
-            bad = bad.reshape(*got.shape, int(np.prod(bad.shape[got.ndim :]))).any(axis=-1)
-        found[label] = bad
+        found[label] = _per_element(bad, got)
     return found
+
+
+def _per_element(bad: np.ndarray, got: np.ndarray) -> np.ndarray:
+    """``bad`` of a subarray field, one flag per element of ``got``: it differs where any of its values does."""
+    if bad.ndim > got.ndim:
+        return bad.reshape(*got.shape, int(np.prod(bad.shape[got.ndim :]))).any(axis=-1)
+    return bad
 
 
 def _record_mismatch(got: np.ndarray, want: np.ndarray, rules: tuple[float, float, bool], what: str) -> str | None:
@@ -175,6 +180,11 @@ def _record_mismatch(got: np.ndarray, want: np.ndarray, rules: tuple[float, floa
 
 def _in_dtype(expected: Any, dtype: np.dtype) -> np.ndarray:
     """A scalar or list ``expected`` in the buffer's ``dtype``; ValueError when a value does not survive the cast."""
+    if dtype.names is not None:
+        raise TypeError(
+            f"a buffer of records ({dtype}) is compared with a numpy array of its dtype, not with "
+            f"{type(expected).__name__} {expected!r}: pass np.array(records, dtype=buf.dtype)"
+        )
     given = np.asarray(expected)
     if given.dtype == object or given.dtype.kind not in "biufc":
         raise TypeError(

@@ -72,7 +72,8 @@ def test_the_ranges_are_those_of_the_c_types() -> None:
     assert c_range(ctypes.c_int) == (-(2**31), 2**31 - 1)
     assert c_range(ctypes.c_uint) == (0, 2**32 - 1)
     assert c_range(ctypes.c_size_t) == (0, 2**64 - 1)
-    assert c_range(ctypes.c_void_p) == (0, 2**64 - 1)  # ctypes masks an int passed as a pointer too
+    # Handles and host pointers come from the driver or numpy, never from arithmetic: not checked (intranges.py).
+    assert c_range(ctypes.c_void_p) is None
     assert c_range(ctypes.c_float) is None and c_range(ctypes.POINTER(ctypes.c_int)) is None
 
 
@@ -118,6 +119,26 @@ step("device 2**32", lambda: Device(2**32))
 step("raw 2**64 + 4", lambda: rawcuda.cu.cuMemAlloc(ctypes.byref(ctypes.c_uint64()), 2**64 + 4))
 step("growable 2**64", lambda: GrowableBuffer(2**64 + 2**21).capacity_bytes)
 step("growable 2**40", lambda: GrowableBuffer(2**40 + 1).capacity_bytes)
+from rawcuda import Event
+from rawcuda.graphs.graphexec import GraphExec
+from rawcuda.graphs.streamcapture import capture, capture_status
+for label, action in [
+    ("stream flags True", lambda: Stream(flags=True)),
+    ("stream flags 1.0", lambda: Stream(flags=1.0)),
+    ("priority -1.0", lambda: Stream(priority=-1.0)),
+    ("priority True", lambda: Stream(priority=True)),
+    ("memset 7.0", lambda: big.memset(7.0)),
+    ("memset True", lambda: big.memset(True)),
+    ("attribute 1.5", lambda: Device(0).attribute(1.5)),
+    ("capture mode True", lambda: capture(stream, mode=True)),
+    ("GraphExec of a stream", lambda: GraphExec(stream)),
+    ("capture_status of an event", lambda: capture_status(Event(timing=False))),
+    ("copy onto itself, closed stream", lambda: big.copy_from(big, stream=closed_stream)),
+    ("empty copy, wrong stream", lambda: DeviceBuffer.empty(0, np.uint8).copy_from(np.empty(0, np.uint8), stream=7)),
+]:
+    closed_stream = Stream()
+    closed_stream.close()
+    step(label, action)
 print(json.dumps(out))
 """
 
@@ -182,3 +203,29 @@ def test_an_overlapping_copy_goes_through_a_temporary_and_a_copy_onto_itself_doe
         f"cuMemcpyDtoDAsync {n}",
     ]
     assert walk["same bytes"] == {"value": None, "log": []}
+
+
+WRONG_KINDS: dict[str, tuple[str, str]] = {
+    "stream flags True": ("TypeError", "flags is an int"),
+    "stream flags 1.0": ("TypeError", "flags is an int"),
+    "priority -1.0": ("TypeError", "priority is an int"),
+    "priority True": ("TypeError", "priority is an int"),
+    "memset 7.0": ("TypeError", "memset's byte is an int"),
+    "memset True": ("TypeError", "memset's byte is an int"),
+    "attribute 1.5": ("TypeError", "attribute is an int"),
+    "capture mode True": ("TypeError", "capture's mode is a StreamCaptureMode"),
+    "GraphExec of a stream": ("TypeError", "made from a rawcuda Graph"),
+    "capture_status of an event": ("TypeError", "capture_status() takes a rawcuda.Stream"),
+    "copy onto itself, closed stream": ("ClosedError", "is closed"),
+    "empty copy, wrong stream": ("TypeError", "stream must be a rawcuda Stream or None"),
+}
+
+
+@pytest.mark.parametrize("label", sorted(WRONG_KINDS))
+def test_a_bool_a_float_or_the_wrong_object_is_refused_by_name(walk: dict[str, Any], label: str) -> None:
+    # True and 1.0 were taken through int() as 1; a Stream reached the graph code as a graph; a copy that had
+    # nothing to do never looked at its stream.
+    error, text = WRONG_KINDS[label]
+    result = walk[label]
+    assert result.get("error") == error and text in result["text"], result
+    assert result["log"] == []

@@ -7,6 +7,7 @@ TypeError came out of the error arithmetic, and a float field was compared exact
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from rawcuda.testing.compare import array_mismatch
 
@@ -54,3 +55,20 @@ def test_a_nan_in_a_float_field_follows_equal_nan() -> None:
     a["meta"]["w"][2] = np.nan
     assert array_mismatch(a.copy(), a) is None
     assert array_mismatch(a.copy(), a, equal_nan=False) is not None
+
+
+def test_a_subarray_of_records_is_compared_field_by_field() -> None:
+    # A field that is itself an array of records: its fields come back one dimension wider than the buffer.
+    dt = np.dtype([("id", np.int32), ("v", [("x", np.float32), ("y", np.float32)], (3,))])
+    got = np.zeros(64, dt)
+    got["v"]["x"] = np.random.default_rng(3).random((64, 3), dtype=np.float32)
+    want = got.copy()
+    assert array_mismatch(got, want) is None
+    want["v"]["x"][5, 1] += 1
+    message = array_mismatch(got, want)
+    assert message is not None and "1 of 64 elements" in message and "field 'v.x': 1 element" in message
+
+
+def test_a_scalar_expected_for_records_is_a_clear_type_error() -> None:
+    with pytest.raises(TypeError, match=r"compared with a numpy array of its dtype.*np\.array\(records"):
+        array_mismatch(np.zeros(4, [("a", np.int32)]), 0)
