@@ -308,7 +308,8 @@ class DeviceBuffer(Resource, Exportable):
         keep: Any = src
         if not overlaps(to, start, nbytes):
             steps = (lambda s: cu.cuMemcpyDtoDAsync(to, start, nbytes, s), lambda: cu.cuMemcpyDtoD(to, start, nbytes))
-        elif stream is None or stream.capturing is None:  # undefined for cuMemcpyDtoD: staged, as memmove does
+        elif stream_handle(stream, dst.context) == 0 or stream.capturing is None:  # (a wrong stream: TypeError)
+            # Undefined for cuMemcpyDtoD: staged, as memmove does.
             steps = (lambda s: staged_copy_async(to, start, nbytes, s), lambda: staged_copy(to, start, nbytes))
         else:  # captured: the graph keeps the temporary. Why: docs/hazards.md, "Overlapping copies are staged".
             with relaxed_capture():

@@ -25,7 +25,9 @@ def integer(value: Any, what: str) -> int:
     """``value`` as an int by :func:`whole`; a TypeError naming ``what`` when it is not an integer."""
     number = whole(value)
     if number is None:
-        raise TypeError(f"{what} is an int (or a numpy integer), not {type(value).__name__} {value!r}")
+        raise TypeError(
+            f"{what} is an int (or a numpy integer), not {type(value).__name__} {value!r}: pass a whole number"
+        )
     return number
 
 

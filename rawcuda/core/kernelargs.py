@@ -69,10 +69,11 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
     mask = (1 << (BITS_PER_BYTE * spec.size)) - 1
     pointer_sized = spec.size == POINTER_SIZE
     signed = spec.signed
+    takes_bool = spec.size == 1  # a C bool is one byte: True fits a .u8, and is a mistake for a size or a count
 
     def put(slot: Any, value: Any, waits: list[int]) -> bool:
         kind = type(value)
-        if kind is int or kind is bool:
+        if kind is int or (kind is bool and takes_bool):
             if not low <= value <= high:
                 raise ArgumentError(out_of_range(value, spec))
             slot.value = value & mask

@@ -40,6 +40,7 @@ from rawcuda import kernels
 from rawcuda.core.context import Context
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.function import Function
+from rawcuda.core.integers import integer
 from rawcuda.core.kernelargs import ArgumentError
 from rawcuda.core.module import Module
 from rawcuda.core.stream import Stream
@@ -173,6 +174,7 @@ def saxpy(y: DeviceBuffer, alpha: float, x: DeviceBuffer, stream: Stream | None 
 def sum_partials(out: DeviceBuffer, x: DeviceBuffer, blocks: int, stream: Stream | None = None) -> None:
     """One pass of warp_reduce_sum: ``blocks`` partial sums of ``x`` into out[0:blocks]."""
     _f32(out, x)
+    blocks = integer(blocks, "blocks")  # (True and 4.0 would launch as 1 and 4 blocks)
     if blocks < 1:
         raise ValueError(f"blocks is the number of partial sums (one per block), at least 1; got {blocks!r}")
     _at_most("blocks", blocks, MAX_GRID_X, "one block per partial sum, and gridDim.x stops there", "ask for fewer")

@@ -134,6 +134,7 @@ for label, action in [
     ("GraphExec of a stream", lambda: GraphExec(stream)),
     ("capture_status of an event", lambda: capture_status(Event(timing=False))),
     ("copy onto itself, closed stream", lambda: big.copy_from(big, stream=closed_stream)),
+    ("overlap, an int for stream", lambda: big[0 : 2**32].copy_from(big[1 : 2**32 + 1], stream=2)),
     ("empty copy, wrong stream", lambda: DeviceBuffer.empty(0, np.uint8).copy_from(np.empty(0, np.uint8), stream=7)),
 ]:
     closed_stream = Stream()
@@ -206,7 +207,7 @@ def test_an_overlapping_copy_goes_through_a_temporary_and_a_copy_onto_itself_doe
 
 
 WRONG_KINDS: dict[str, tuple[str, str]] = {
-    "stream flags True": ("TypeError", "flags is an int"),
+    "stream flags True": ("TypeError", "flags is an int (or a numpy integer), not bool True: pass a whole number"),
     "stream flags 1.0": ("TypeError", "flags is an int"),
     "priority -1.0": ("TypeError", "priority is an int"),
     "priority True": ("TypeError", "priority is an int"),
@@ -218,6 +219,7 @@ WRONG_KINDS: dict[str, tuple[str, str]] = {
     "capture_status of an event": ("TypeError", "capture_status() takes a rawcuda.Stream"),
     "copy onto itself, closed stream": ("ClosedError", "is closed"),
     "empty copy, wrong stream": ("TypeError", "stream must be a rawcuda Stream or None"),
+    "overlap, an int for stream": ("TypeError", "stream must be a rawcuda Stream or None"),
 }
 
 

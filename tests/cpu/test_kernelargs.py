@@ -277,3 +277,11 @@ def test_a_float_parameter_refuses_a_number_that_would_arrive_as_inf(ptx_type: s
     assert slot_bytes(ArgPacker("k", [ParamSpec("float", 4, "f32")]).pack((float("inf"),)), 0) == struct.pack(
         "<f", float("inf")
     )
+
+
+@pytest.mark.parametrize(("ptx_type", "size"), [("u64", 8), ("u32", 4), ("s16", 2)])
+def test_a_bool_is_refused_where_a_size_or_count_goes_and_fits_a_one_byte_parameter(ptx_type: str, size: int) -> None:
+    # True for a size_t n launched over one element; a C bool is one byte (.u8), where True belongs.
+    with pytest.raises(ArgumentError, match=r"bool cannot be passed as"):
+        ArgPacker("k", [ParamSpec("int", size, ptx_type)]).pack((True,))
+    assert slot_bytes(ArgPacker("k", [ParamSpec("int", 1, "u8")]).pack((True,)), 0) == b"\x01"
