@@ -69,11 +69,11 @@ def out_of_range(decl: Decl, index: int, value: Any, low: int, high: int) -> Int
 def range_checked(fn: Callable[..., Any], decl: Decl) -> Callable[..., Any]:
     """``fn`` itself when ``decl`` takes no integers; else a function that checks them, then calls ``fn``.
 
-    The check is generated code, one ``if`` per integer parameter with its bounds written in: a loop over a
-    table of checks cost 0.3-0.6 us a call on the H200, this 0-0.25 us (bench/results/2026-12-02-
-    NVIDIA_H200-range-check-cost-table-loop.json, and the same name without -table-loop). A plain int is compared at once; anything else only if it is an integer (has ``__index__``:
-    numpy's do, ctypes objects do not). The parameters keep their C names, so a call with one too few says
-    which one is missing.
+    The check is generated code, one ``if`` per integer parameter with its bounds written in. A loop over a
+    table of checks cost 0.3-0.6 us a call on the H200, this 0-0.25 us (bench/results/2026-12-02-NVIDIA_H200-
+    boundary.md). A plain int is compared at once; anything else only if it is an integer (has
+    ``__index__``: numpy's do, ctypes objects do not). The parameters keep their C names, so a call with one
+    too few says which one is missing.
     """
     checks = integer_checks(decl)
     if not checks:

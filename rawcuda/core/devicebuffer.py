@@ -30,7 +30,8 @@ from rawcuda.protocols.loans import Loan
 from .allocation import Allocation
 from .closeorder import CloseOrder
 from .context import Context, resolve
-from .elements import byte_count, exact_element, normalize_dtype, normalize_shape
+from .elements import byte_count, check_match, exact_element, normalize_dtype, normalize_shape
+from .hostarrays import host_array
 from .integers import integer, shown, whole
 from .overlap import copy_through, overlaps, relaxed_capture, staged_copy, staged_copy_async
 from .pinned import PinnedBuffer
@@ -45,6 +46,10 @@ _MEMSET_BY_SIZE = {
     4: ("cuMemsetD32", "cuMemsetD32Async", np.uint32),
 }
 _CAI_VERSION = 3
+GPU_ARRAY_REFUSAL = (
+    "from_array copies host arrays, and this {} is GPU memory: rawcuda.adopt(x) wraps it as a buffer without a "
+    "copy; for a copy of your own, DeviceBuffer.empty(shape, dtype) then .copy_from(rawcuda.adopt(x))"
+)
 
 
 def _free(ptr: int) -> None:
@@ -115,11 +120,7 @@ class DeviceBuffer(Resource, Exportable):
         A GPU array is refused: ``rawcuda.adopt`` wraps one without a copy.
         """
         if not isinstance(array, np.ndarray) and is_device_array(array):
-            raise TypeError(
-                f"from_array copies host arrays, and this {type(array).__name__} is GPU memory: "
-                "rawcuda.adopt(x) wraps it as a buffer without a copy; for a copy of your own, "
-                "DeviceBuffer.empty(shape, dtype) then .copy_from(rawcuda.adopt(x))"
-            )
+            raise TypeError(GPU_ARRAY_REFUSAL.format(type(array).__name__))
         host = np.asarray(array)
         buf = cls(host.shape, host.dtype, context)
         buf.copy_from(host, stream=stream)
@@ -251,8 +252,8 @@ class DeviceBuffer(Resource, Exportable):
             return
         # np.require, not np.ascontiguousarray: the latter turns a 0-d array into shape (1,) (numpy documents
         # it), and the shape check below would then refuse a 0-d buffer's own kind of array.
-        host = np.require(_host_array(src, "copy_from"), requirements="C")
-        self._check_match(host.shape, host.dtype, "copy from")
+        host = np.require(host_array(src, "copy_from"), requirements="C")
+        check_match(self, host.shape, host.dtype, "copy from")
         if overlaps(self._ptr, host.ctypes.data, self.nbytes):  # a managed buffer's own host view, shifted
             host = host.copy()
         self._transfer(
@@ -269,10 +270,10 @@ class DeviceBuffer(Resource, Exportable):
         if isinstance(dst, DeviceBuffer):
             self._copy_device(dst=dst, src=self, stream=stream)
             return
-        host = _host_array(dst, "copy_to")
+        host = host_array(dst, "copy_to")
         if not host.flags.c_contiguous or not host.flags.writeable:
             raise ValueError("copy_to needs a C-contiguous, writeable array (np.empty(shape, dtype) is one)")
-        self._check_match(host.shape, host.dtype, "copy into")
+        check_match(self, host.shape, host.dtype, "copy into")
         if overlaps(self._ptr, host.ctypes.data, self.nbytes):  # a managed buffer's own host view, shifted
             host[...] = self.to_array(stream)  # (which waits for the stream)
             return
@@ -300,7 +301,7 @@ class DeviceBuffer(Resource, Exportable):
             raise ValueError(
                 f"{src!r} and {dst!r} belong to different contexts; copy through the host or use buffers of one context"
             )
-        dst._check_match(src.shape, src.dtype, "copy from device buffer")
+        check_match(dst, src.shape, src.dtype, "copy from device buffer")
         to, start, nbytes = dst._ptr, src._ptr, dst.nbytes
         if to == start:
             stream_handle(stream, dst.context)  # (a wrong or closed stream is still refused)
@@ -316,18 +317,6 @@ class DeviceBuffer(Resource, Exportable):
                 scratch = keep = (src, DeviceBuffer.empty(nbytes, np.uint8, dst.context))
             steps = (lambda s: copy_through(to, start, nbytes, scratch[1]._ptr, s), lambda: None)
         dst._transfer(*steps, stream, keep)
-
-    def _check_match(self, shape: tuple[int, ...], dtype: np.dtype, action: str) -> None:
-        if dtype != self.dtype:
-            raise TypeError(
-                f"cannot {action} a {dtype} array: this buffer holds {self.dtype}; convert first "
-                f"(e.g. a.astype(np.{self.dtype.name})) -- rawcuda never converts silently"
-            )
-        if tuple(shape) != self.shape:
-            raise ValueError(
-                f"cannot {action} an array of shape {tuple(shape)}: this buffer has shape {self.shape} "
-                f"({self.nbytes} bytes); reshape one of them or make a view"
-            )
 
     def _transfer(
         self, on_stream: Any, synchronous: Any, stream: Stream | None, keep: Any, host: PendingStream | None = None
@@ -416,17 +405,6 @@ class DeviceBuffer(Resource, Exportable):
             "version": _CAI_VERSION,
             "stream": self.pending.handle(),
         }
-
-
-def _host_array(obj: Any, action: str) -> np.ndarray:
-    if isinstance(obj, np.ndarray):
-        return obj
-    array = getattr(obj, "array", None)  # PinnedBuffer / ManagedBuffer expose their host view here
-    if isinstance(array, np.ndarray):
-        return array
-    if hasattr(obj, "__cuda_array_interface__"):
-        raise TypeError(f"{action}: {type(obj).__name__} is device memory; wrap it or copy it to the host first")
-    raise TypeError(f"{action} takes a numpy array, a PinnedBuffer or a DeviceBuffer, not {type(obj).__name__}")
 
 
 __all__ = ["DeviceBuffer"]

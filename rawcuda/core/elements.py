@@ -57,6 +57,20 @@ def normalize_dtype(dtype: Any) -> np.dtype:
     return dt
 
 
+def check_match(buffer: Any, shape: tuple[int, ...], dtype: np.dtype, action: str) -> None:
+    """Refuse a copy between ``buffer`` and an array of another dtype (TypeError) or shape (ValueError)."""
+    if dtype != buffer.dtype:
+        raise TypeError(
+            f"cannot {action} a {dtype} array: this buffer holds {buffer.dtype}; convert first "
+            f"(e.g. a.astype(np.{buffer.dtype.name})) -- rawcuda never converts silently"
+        )
+    if tuple(shape) != buffer.shape:
+        raise ValueError(
+            f"cannot {action} an array of shape {tuple(shape)}: this buffer has shape {buffer.shape} "
+            f"({buffer.nbytes} bytes); reshape one of them or make a view"
+        )
+
+
 def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
     """``value`` as a one-element array of ``dtype``, or a TypeError when that would change it.
 
@@ -95,4 +109,4 @@ def exact_element(value: Any, dtype: np.dtype) -> np.ndarray:
         raise refuse(str(exc)) from None
 
 
-__all__ = ["exact_element", "normalize_dtype", "normalize_shape"]
+__all__ = ["check_match", "exact_element", "normalize_dtype", "normalize_shape"]
