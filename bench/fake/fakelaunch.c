@@ -1,0 +1,146 @@
+/* A libcuda look-alike whose launch does nothing, for timing rawcuda's *host* launch path without a GPU.
+ *
+ * Why? A change to the launch path should be measurable on any machine before the GPU run. On the H200
+ * the driver's own cuLaunchKernelEx is most of a launch, so what Python adds is a small difference of two
+ * large numbers. Here every call is a few C instructions: the difference between two launch paths is
+ * Python and ctypes alone. It answers just enough for rawcuda's real objects (Device, the primary Context,
+ * Module, Function, Stream, Event, DeviceBuffer) to be built through rawcuda's own code. Memory is host
+ * memory from malloc; nothing runs. bench/fake/launch_fake.py builds it and says how to use it.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef int CUresult;
+typedef unsigned long long CUdeviceptr;
+typedef int CUdevice;
+typedef void *CUcontext;
+typedef void *CUstream;
+typedef void *CUevent;
+
+enum { SUCCESS = 0, INVALID_VALUE = 1, OUT_OF_MEMORY = 2, INVALID_DEVICE = 101, INVALID_CONTEXT = 201 };
+
+/* Device attributes rawcuda reads (cuda.h's CUdevice_attribute numbers) and what an H200 answers. */
+enum {
+    ATTR_MAX_THREADS_PER_BLOCK = 1, ATTR_MAX_BLOCK_DIM_X = 2, ATTR_MAX_BLOCK_DIM_Y = 3, ATTR_MAX_BLOCK_DIM_Z = 4,
+    ATTR_MAX_GRID_DIM_X = 5, ATTR_MAX_GRID_DIM_Y = 6, ATTR_MAX_GRID_DIM_Z = 7, ATTR_MULTIPROCESSOR_COUNT = 16,
+    ATTR_CC_MAJOR = 75, ATTR_CC_MINOR = 76, ATTR_SHARED_OPTIN = 97,
+};
+enum { FUNC_MAX_THREADS_PER_BLOCK = 0 };   /* CUfunction_attribute */
+#define STACK_DEPTH 64                      /* contexts a thread may push */
+#define DRIVER_VERSION 13000                /* CUDA 13.0 */
+#define DEVICE_BYTES (141ULL << 30)
+#define HANDLE_BYTES 16                     /* what a stream or an event handle points at */
+
+static char primary, module_token, function_token;
+static int primary_refs;
+static unsigned long long launches;         /* every launch accepted: the harness checks its loops reached here */
+static __thread CUcontext stack[STACK_DEPTH];
+static __thread int depth;
+
+CUresult cuInit(unsigned int flags) { return flags == 0 ? SUCCESS : INVALID_VALUE; }
+CUresult cuDriverGetVersion(int *v) { *v = DRIVER_VERSION; return SUCCESS; }
+CUresult cuGetErrorString(CUresult e, const char **t) { (void)e; *t = NULL; return INVALID_VALUE; }
+CUresult cuGetErrorName(CUresult e, const char **t) { (void)e; *t = NULL; return INVALID_VALUE; }
+CUresult cuDeviceGetCount(int *c) { *c = 1; return SUCCESS; }
+CUresult cuDeviceGet(CUdevice *d, int ordinal) { if (ordinal) return INVALID_DEVICE; *d = 0; return SUCCESS; }
+CUresult cuDeviceGetName(char *name, int len, CUdevice d) {
+    (void)d; strncpy(name, "Fake Launch GPU", (size_t)len); return SUCCESS; }
+CUresult cuDeviceTotalMem_v2(size_t *b, CUdevice d) { (void)d; *b = DEVICE_BYTES; return SUCCESS; }
+CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
+    if (dev) return INVALID_DEVICE;
+    switch (attrib) {
+    case ATTR_MAX_THREADS_PER_BLOCK: case ATTR_MAX_BLOCK_DIM_X: case ATTR_MAX_BLOCK_DIM_Y: *pi = 1024; break;
+    case ATTR_MAX_BLOCK_DIM_Z: *pi = 64; break;
+    case ATTR_MAX_GRID_DIM_X: *pi = 2147483647; break;
+    case ATTR_MAX_GRID_DIM_Y: case ATTR_MAX_GRID_DIM_Z: *pi = 65535; break;
+    case ATTR_MULTIPROCESSOR_COUNT: *pi = 132; break;
+    case ATTR_CC_MAJOR: *pi = 9; break;
+    case ATTR_CC_MINOR: *pi = 0; break;
+    case ATTR_SHARED_OPTIN: *pi = 232448; break;
+    default: *pi = 1; break;
+    }
+    return SUCCESS;
+}
+
+/* The primary context and a per-thread stack, as the driver keeps them. */
+CUresult cuDevicePrimaryCtxRetain(CUcontext *p, CUdevice d) {
+    if (d) return INVALID_DEVICE;
+    primary_refs++;
+    *p = &primary;
+    return SUCCESS;
+}
+CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; if (primary_refs) primary_refs--; return SUCCESS; }
+CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *f, int *a) {
+    (void)d; *f = 0; *a = primary_refs > 0; return SUCCESS; }
+CUresult cuCtxPushCurrent_v2(CUcontext c) { if (depth == STACK_DEPTH) return OUT_OF_MEMORY; stack[depth++] = c; return SUCCESS; }
+CUresult cuCtxPopCurrent_v2(CUcontext *p) {
+    if (!depth) return INVALID_CONTEXT;
+    CUcontext top = stack[--depth];
+    if (p) *p = top;
+    return SUCCESS;
+}
+CUresult cuCtxSetCurrent(CUcontext c) {
+    if (!c) { if (depth) depth--; return SUCCESS; }
+    if (!depth) depth = 1;
+    stack[depth - 1] = c; return SUCCESS; }
+CUresult cuCtxGetCurrent(CUcontext *p) { *p = depth ? stack[depth - 1] : NULL; return SUCCESS; }
+CUresult cuCtxGetDevice(CUdevice *d) { *d = 0; return SUCCESS; }
+CUresult cuCtxSynchronize(void) { return depth ? SUCCESS : INVALID_CONTEXT; }
+CUresult cuCtxGetFlags(unsigned *f) { *f = 0; return SUCCESS; }
+CUresult cuCtxGetApiVersion(CUcontext c, unsigned *v) { (void)c; *v = DRIVER_VERSION; return SUCCESS; }
+CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) { *free_bytes = DEVICE_BYTES / 2; *total = DEVICE_BYTES; return SUCCESS; }
+
+/* Memory: host memory, so that copies and memsets do what they say. */
+CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n) {
+    void *p = malloc(n ? n : 1); if (!p) return OUT_OF_MEMORY; *d = (CUdeviceptr)(uintptr_t)p; return SUCCESS; }
+CUresult cuMemFree_v2(CUdeviceptr d) { free((void *)(uintptr_t)d); return SUCCESS; }
+CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return SUCCESS; }
+CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return SUCCESS; }
+CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
+CUresult cuMemcpyDtoHAsync_v2(void *d, CUdeviceptr s, size_t n, CUstream st) { (void)st; return cuMemcpyDtoH_v2(d, s, n); }
+CUresult cuMemsetD8_v2(CUdeviceptr d, unsigned char v, size_t n) { memset((void *)(uintptr_t)d, v, n); return SUCCESS; }
+CUresult cuMemsetD32_v2(CUdeviceptr d, unsigned v, size_t n) {
+    unsigned *p = (unsigned *)(uintptr_t)d; for (size_t i = 0; i < n; i++) p[i] = v; return SUCCESS; }
+CUresult cuMemsetD8Async(CUdeviceptr d, unsigned char v, size_t n, CUstream s) { (void)s; return cuMemsetD8_v2(d, v, n); }
+CUresult cuMemsetD32Async(CUdeviceptr d, unsigned v, size_t n, CUstream s) { (void)s; return cuMemsetD32_v2(d, v, n); }
+CUresult cuPointerGetAttribute(void *data, int attr, CUdeviceptr p) { (void)attr; (void)p; memset(data, 0, 8); return SUCCESS; }
+
+/* Modules: every image loads, every name is the one function. */
+CUresult cuModuleLoadDataEx(void **m, const void *img, unsigned n, void *o, void **ov) {
+    (void)img; (void)n; (void)o; (void)ov; *m = &module_token; return SUCCESS; }
+CUresult cuModuleLoadData(void **m, const void *img) { (void)img; *m = &module_token; return SUCCESS; }
+CUresult cuModuleGetFunction(void **f, void *m, const char *name) { (void)m; (void)name; *f = &function_token; return SUCCESS; }
+CUresult cuModuleUnload(void *m) { (void)m; return SUCCESS; }
+CUresult cuFuncGetAttribute(int *pi, int a, void *f) { (void)f; *pi = a == FUNC_MAX_THREADS_PER_BLOCK ? 1024 : 0; return SUCCESS; }
+CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return SUCCESS; }
+
+/* Streams and events: distinct handles, never busy. */
+CUresult cuStreamCreate(CUstream *s, unsigned flags) { (void)flags; *s = malloc(HANDLE_BYTES); return *s ? SUCCESS : OUT_OF_MEMORY; }
+CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority) { (void)priority; return cuStreamCreate(s, flags); }
+CUresult cuStreamDestroy_v2(CUstream s) { free(s); return SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) { (void)s; return SUCCESS; }
+CUresult cuStreamQuery(CUstream s) { (void)s; return SUCCESS; }
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { (void)s; (void)e; (void)f; return SUCCESS; }
+CUresult cuStreamIsCapturing(CUstream s, int *status) { (void)s; *status = 0; return SUCCESS; }
+CUresult cuEventCreate(CUevent *e, unsigned f) { (void)f; *e = malloc(HANDLE_BYTES); return *e ? SUCCESS : OUT_OF_MEMORY; }
+CUresult cuEventDestroy_v2(CUevent e) { free(e); return SUCCESS; }
+CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return SUCCESS; }
+CUresult cuEventQuery(CUevent e) { (void)e; return SUCCESS; }
+CUresult cuEventSynchronize(CUevent e) { (void)e; return SUCCESS; }
+
+/* The launch: accepted, and nothing runs. */
+CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,
+                        unsigned shared, CUstream stream, void **params, void **extra) {
+    (void)gx; (void)gy; (void)gz; (void)bx; (void)by; (void)bz; (void)shared; (void)stream; (void)extra;
+    if (!f || !params) return INVALID_VALUE;
+    launches++;
+    return SUCCESS;
+}
+CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
+    (void)extra;
+    if (!config || !f || !params) return INVALID_VALUE;
+    launches++;
+    return SUCCESS;
+}
+unsigned long long fakelaunch_count(void) { return launches; }
