@@ -12,6 +12,8 @@ from typing import TYPE_CHECKING, Any
 from rawcuda.core.closecounter import closes
 from rawcuda.core.context import SYNC_LAUNCHES
 from rawcuda.core.guards.foreignorder import order_after
+from rawcuda.core.guards.forgetcount import forgets
+from rawcuda.core.guards.pending import record_on
 from rawcuda.core.launchcall import launch_failed, launch_kernel
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class BoundLaunch:
         self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
         self._generation = closes.generation
         self._target = fn.legacy if stream is None else stream  # where its buffers' work is pending
+        self._seen = -1  # as Packed.seen: pending.forgets.value when its buffers' memory all listed its stream
 
     def __call__(self) -> None:
         """Launch again; re-check first if anything was closed since."""
@@ -54,6 +57,7 @@ class BoundLaunch:
         elif self._reread:  # a foreign array: its address and stream are read again at every launch
             packed = self._packed = self.function.pack(self.args)  # (the configuration stays as prepared)
             self._call = (*self._call[:-2], packed.array, None)
+            self._seen = -1
         fn = self.function
         ctx = fn.context
         if ctx.unusable is not None:
@@ -66,15 +70,21 @@ class BoundLaunch:
             launch_failed(rc, ctx, self._call)
         ctx.last_launch_ref = fn.ref
         fn.last_prepared = self._call
-        pending, target = self._packed.pending, self._target
-        if target.capturing is not None:  # as in Function.launch: the graph holds what a replay uses
-            target.capturing.record_launch(target, fn, self.args)
-        elif pending:
-            for memory in pending:
-                if memory.last() is not target:
-                    memory.record(target)
+        if self._seen != forgets.value:  # as in Function.launch: nothing to record most of the time
+            self._record()
         if SYNC_LAUNCHES:
             ctx.synchronize()
+
+    def _record(self) -> None:
+        """As ``Function._record``: the stream recorded on the buffers' memory, or the use handed to the graph."""
+        count = forgets.value
+        target = self._target
+        if target.capturing is not None:  # a replay runs it: the graph holds what it uses
+            target.capturing.record_launch(target, self.function, self.args)
+            return
+        if self._packed.pending:
+            count = record_on(self._packed.pending, target)
+        self._seen = count
 
     def update(self, *args: Any) -> None:
         """New arguments for the same configuration, checked and packed now.

@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING, Any
 from rawcuda.checked import cu
 from rawcuda.checked.errors import ClosedError
 from rawcuda.core.guards.foreignorder import order_after
-from rawcuda.core.guards.pending import legacy_stream
+from rawcuda.core.guards.forgetcount import forgets
+from rawcuda.core.guards.pending import legacy_stream, record_on
 from rawcuda.ffi.attributes import DeviceAttribute as A
 from rawcuda.ffi.attributes import FunctionAttribute
 
@@ -154,45 +155,65 @@ class Function:
         The first launch with given arguments checks and packs them.
         After that a launch is one dict lookup and one identity check of the arguments.
         Then one ``cuLaunchKernelEx`` through an argtypes-free binding: close to a bare ctypes call.
-        Last, a check per buffer that its memory already records this stream.
+        Last, one integer compared: its buffers' memory already lists this stream.
         Several threads may launch one Function at once: packed blocks are never rewritten.
         """
         # The stream by id, not the object, which the cache would keep alive.
         # Why: docs/hazards.md, "The launch cache holds streams by id".
-        generation = closes.generation
         packed = self._packed
         try:
             prepared = self._prepared[grid, block, shared_mem, id(stream)]
         except (KeyError, TypeError):  # not cached yet, or a grid given as a list (unhashable): the slow path
             prepared = None
-        if prepared is None or self._generation != generation:
-            prepared = self.prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
-            packed = self._packed
-        # The pack's own generation too: another thread may have read or made it while a close ran.
+        # The pack's generation stands for the configurations' too: a close empties both (see _checked).
         # Why: docs/hazards.md, "A launch checks its pack's own generation".
-        if packed.generation != generation or not packed.same(args, packed.key):
-            packed = self._repack(args, stream)
+        if prepared is None or packed.generation != closes.generation or not packed.same(args, packed.key):
+            prepared, packed = self._checked(grid, block, shared_mem, stream, args)
         ctx = self.context
         # The attribute first: check_usable() is a method call, paid only when it is set.
         # Why: docs/hazards.md, "Small savings on the launch path".
         if ctx.unusable is not None:
             ctx.check_usable()  # no activate(): rawcuda.core.guards.current says why a launch need not ask
-        rc = launch_kernel.call(*prepared, packed.array, None)
+        rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self.ref  # named in the error if a sticky fault ever poisons the context
         self.last_prepared = prepared
+        # Nothing to record while this pack's buffers all list this stream and no capture began since.
+        # Why: docs/hazards.md, "Pending work" (one integer, however many buffers and streams take turns).
+        if packed.seen.get(id(stream)) != forgets.value:
+            self._record(stream, packed, args)
+        if SYNC_LAUNCHES:
+            ctx.synchronize()
+
+    def _checked(
+        self, grid: Any, block: Any, shared_mem: int, stream: Stream | None, args: tuple[Any, ...]
+    ) -> tuple[tuple[Any, ...], Packed]:
+        """The slow path of a launch: the configuration validated and the arguments packed, where needed."""
+        generation = closes.generation
+        try:  # a grid given as a list is cached as a tuple
+            prepared = self._prepared[hashable(grid), hashable(block), shared_mem, id(stream)]
+        except (KeyError, TypeError):
+            prepared = None
+        if prepared is None or self._generation != generation:
+            prepared = self.prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
+        packed = self._packed
+        # The pack's own generation too: another thread may have read or made it while a close ran.
+        if packed.generation != generation or not packed.same(args, packed.key):
+            packed = self._repack(args, stream)
+        return prepared, packed
+
+    def _record(self, stream: Stream | None, packed: Packed, args: tuple[Any, ...]) -> None:
+        """After a launch: its stream recorded on its buffers' memory, or its use handed to the capturing graph."""
+        count = forgets.value  # before the capture check: a capture begun after it moves the count again
         if stream is not None and stream.capturing is not None:
             # A captured launch runs at every replay, not now: the graph holds (and checks) what it uses.
             # Why: docs/hazards.md, "A captured launch is held by its graph".
             stream.capturing.record_launch(stream, self, args)
-        elif packed.pending:  # the buffers' memory it may still be writing (views share their base's)
-            target = self.legacy if stream is None else stream
-            for memory in packed.pending:
-                if memory.last() is not target:  # the same stream again costs this one call per buffer
-                    memory.record(target)
-        if SYNC_LAUNCHES:
-            ctx.synchronize()
+            return  # (the pack stays unseen: every launch of the capture hands its use to the graph)
+        if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
+            count = record_on(packed.pending, self.legacy if stream is None else stream)
+        packed.seen[id(stream)] = count
 
     def _repack(self, args: tuple[Any, ...], stream: Stream | None) -> Packed:
         """Check and pack new arguments. Another library's arrays also make the stream wait for theirs."""

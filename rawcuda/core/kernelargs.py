@@ -218,34 +218,59 @@ def _slot_and_setter(spec: ParamSpec, context: Any = None) -> tuple[Any, Setter]
     return ctypes.c_byte * spec.size, _bytes_setter(spec)
 
 
+#: How the identity check compares argument i with what the pack remembers (``_checker`` writes one term each).
+BY_WEAK_REFERENCE = "weak"  # a buffer: ``k[i]() is a[i]``
+BY_INT_VALUE = "int"  # a Python int: the same object, or an int equal to it
+BY_FLOAT_VALUE = "float"  # a Python float: the same object, or a float of the same bits
+BY_IDENTITY = "same"  # anything else: the very same object
+
+#: One term per kind. An int equal to an int has its bits; a float equal to a nonzero float has its bits too
+#: (the two zeros are equal but differ in sign, and NaN equals nothing, so those repack). ``.__class__ is``
+#: and not ``==`` alone: 1.0 == 1 == True, and a float for an integer parameter must still be refused.
+_TERMS = {
+    BY_WEAK_REFERENCE: "k[{i}]() is a[{i}]",
+    BY_INT_VALUE: "(k[{i}] is a[{i}] or (a[{i}].__class__ is int and k[{i}] == a[{i}]))",
+    BY_FLOAT_VALUE: "(k[{i}] is a[{i}] or (a[{i}].__class__ is float and k[{i}] == a[{i}] and k[{i}] != 0.0))",
+    BY_IDENTITY: "k[{i}] is a[{i}]",
+}
+
+
+def _kind(value: Any) -> str:
+    if isinstance(value, DeviceBuffer):
+        return BY_WEAK_REFERENCE
+    kind = type(value)
+    return BY_INT_VALUE if kind is int else BY_FLOAT_VALUE if kind is float else BY_IDENTITY
+
+
 def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]]:
     """What a pack remembers of its arguments, and the function that tells whether a launch passes them again.
 
     Buffers are remembered by weak reference (``key[i]() is a[i]``). A buffer that has died never matches again.
-    Everything else is remembered as the object itself (``key[i] is a[i]``): numbers hold no device memory.
+    Python ints and floats match by value: ``a.size`` or ``float(alpha)`` is a new object at every call, and
+    would otherwise repack every launch. Everything else must be the very same object.
     So a kernel object, which lives long, never keeps its last buffers alive.
     """
     # Why: docs/hazards.md, "A pack remembers buffers weakly".
-    weak = tuple(isinstance(a, DeviceBuffer) for a in args)
-    key = tuple(weakref.ref(a) if w else a for a, w in zip(args, weak, strict=True))
-    return key, _checker(weak)
+    kinds = tuple(_kind(a) for a in args)
+    key = tuple(weakref.ref(a) if k is BY_WEAK_REFERENCE else a for a, k in zip(args, kinds, strict=True))
+    return key, _checker(kinds)
 
 
-_checkers: dict[tuple[bool, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {}
+_checkers: dict[tuple[str, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {}
 
 
-def _checker(weak: tuple[bool, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
-    """``lambda a, k: len(a) == N and k[0]() is a[0] and k[1] is a[1] ...`` for one pattern of weak positions.
+def _checker(kinds: tuple[str, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
+    """``lambda a, k: len(a) == N and k[0]() is a[0] and k[1] is a[1] ...`` for one pattern of argument kinds.
 
     The check runs on every launch, and an unrolled expression is the fastest form of it.
-    Its source is built from the pattern's booleans alone, as namedtuple builds its classes.
+    Its source is built from the fixed terms of :data:`_TERMS` alone, as namedtuple builds its classes.
     One function per pattern is made, once.
     """
     # Why: docs/hazards.md, "The argument identity check is generated code".
-    check = _checkers.get(weak)
+    check = _checkers.get(kinds)
     if check is None:
-        terms = [f"k[{i}]() is a[{i}]" if w else f"k[{i}] is a[{i}]" for i, w in enumerate(weak)]
-        check = _checkers[weak] = eval(f"lambda a, k: {' and '.join([f'len(a) == {len(weak)}', *terms])}")
+        terms = [_TERMS[kind].format(i=i) for i, kind in enumerate(kinds)]
+        check = _checkers[kinds] = eval(f"lambda a, k: {' and '.join([f'len(a) == {len(kinds)}', *terms])}")
     return check
 
 
@@ -264,12 +289,13 @@ class Packed(NamedTuple):
     slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
     waits: list[int]  # streams of foreign arrays the launch must be ordered after (interop.order_after)
     pending: tuple[PendingStream, ...]  # where the launch records its stream: the buffers', once each (views share)
+    seen: dict[int, int]  # id(stream) -> pending.forgets.value when every entry of `pending` listed that stream
 
 
 _new_tuple = tuple.__new__
 
 #: The pack a kernel starts with: it matches no arguments, so the first launch packs.
-EMPTY_PACK = Packed((), _never, None, -1, [], [], ())
+EMPTY_PACK = Packed((), _never, None, -1, [], [], (), {})
 
 
 class ArgPacker:
@@ -325,7 +351,7 @@ class ArgPacker:
         # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer), once each.
         # Listed once per pack, so that a launch only walks a short tuple. Views share their base's.
         pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
-        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending))
+        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending, {}))
 
     def signature(self) -> str:
         """The kernel's parameter types, for messages: ``u64, u64, u32``."""

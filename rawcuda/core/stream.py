@@ -26,6 +26,7 @@ from typing import Any
 from rawcuda.checked import cu
 from rawcuda.checked.errors import NotReadyError, StreamCaptureError
 from rawcuda.core.guards.capturedeferral import capture_deferral
+from rawcuda.core.guards.forgetcount import forgets
 from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 
 from .closecounter import closes
@@ -62,9 +63,21 @@ class Stream(Resource):
     """
 
     close_order = CloseOrder.STREAM
-    #: The Graph this stream is being captured into, or None: set and cleared by ``rawcuda.capture(stream)``;
-    #: while it is set, :meth:`keep_alive` hands objects to the graph (they are needed at every replay).
-    capturing: Any = None
+    _capturing: Any = None
+
+    @property
+    def capturing(self) -> Any:
+        """The Graph this stream is being captured into, or None: set and cleared by ``rawcuda.capture(stream)``.
+
+        While it is set, :meth:`keep_alive` hands objects to the graph (they are needed at every replay).
+        """
+        return self._capturing
+
+    @capturing.setter
+    def capturing(self, graph: Any) -> None:
+        if graph is not None:  # a launch that skipped its bookkeeping must now hand its arguments to the graph
+            forgets.move()
+        self._capturing = graph
 
     # Blocking unless you ask. Why: docs/hazards.md, "Streams are blocking unless you ask".
     def __init__(

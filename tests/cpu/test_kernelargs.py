@@ -9,6 +9,7 @@ rule -- which Python ints each PTX integer type takes -- and the nvcc fact it re
 from __future__ import annotations
 
 import ctypes
+import math
 import struct
 import subprocess
 from pathlib import Path
@@ -285,3 +286,30 @@ def test_a_bool_is_refused_where_a_size_or_count_goes_and_fits_a_one_byte_parame
     with pytest.raises(ArgumentError, match=r"bool cannot be passed as"):
         ArgPacker("k", [ParamSpec("int", size, ptx_type)]).pack((True,))
     assert slot_bytes(ArgPacker("k", [ParamSpec("int", 1, "u8")]).pack((True,)), 0) == b"\x01"
+
+
+# --- which arguments a pack may be reused for (identity_key) -------------------------------------------------------
+def test_new_int_and_float_objects_of_the_same_value_reuse_the_pack() -> None:
+    # `a.size` and `float(alpha)` are new objects at every call: matching by identity alone repacked every launch.
+    packer = ArgPacker("k", [ParamSpec("int", 8, "u64"), ParamSpec("float", 4, "f32")])
+    big, scale = 1 << 20, 2.5
+    packed = packer.pack((big, scale))
+    again = (int(str(big)), float(str(scale)))
+    assert again[0] is not big and again[1] is not scale
+    assert packed.same(again, packed.key)
+
+
+@pytest.mark.parametrize(
+    ("first", "then"),
+    [
+        ((1 << 20, 0.0), (1 << 20, -0.0)),  # equal, but another sign bit
+        ((1 << 20, math.nan), (1 << 20, float("nan"))),  # NaN equals nothing: another NaN object is packed again
+        ((1, 2.0), (1.0, 2.0)),  # equal, but a float where an integer parameter goes must be refused
+        ((1, 2.0), (True, 2.0)),
+        ((1 << 20, 2.0), (np.uint64(1 << 20), 2.0)),  # numpy scalars: by identity only
+        ((1 << 20, 2), (1 << 20, 2.0)),  # an int given to a float parameter, then a float
+    ],
+)
+def test_a_value_of_another_type_or_sign_is_packed_again(first: tuple, then: tuple) -> None:
+    packed = ArgPacker("k", [ParamSpec("int", 8, "u64"), ParamSpec("float", 4, "f32")]).pack(first)
+    assert not packed.same(then, packed.key)

@@ -30,6 +30,7 @@ from rawcuda.ffi.constants import DEFAULT_STREAMS, LEGACY_STREAM_HANDLES, STREAM
 
 from .capturedeferral import capture_deferral
 from .current import peek_current
+from .forgetcount import forgets
 
 #: The CUstream a launch on "no stream" passes: NULL, the legacy default stream of the current context.
 LEGACY_HANDLE = 0
@@ -85,6 +86,20 @@ def legacy_stream(context: Context) -> LegacyStream:
     return marker
 
 
+def record_on(memories: tuple[PendingStream, ...], target: Stream | LegacyStream) -> int:
+    """A launch's record of ``target`` on each memory; returns the :data:`forgets` value read *before* it.
+
+    The records stand for as long as that value has not moved (rawcuda.core.function keeps it per pack).
+    It is read after the launch's driver call: a waiter whose snapshot came earlier moved it, so this launch
+    records under the lock and renumbers its entry; a waiter whose snapshot comes later covers the kernel.
+    """
+    count = forgets.value
+    for memory in memories:
+        if memory.last() is not target:  # the same stream again costs this one call per memory
+            memory.record(target)
+    return count
+
+
 def _nothing() -> None:
     """What :attr:`PendingStream.last` is while nothing is pending: a call that names no stream."""
     return None
@@ -98,10 +113,11 @@ class PendingStream:
     strong reference would make a cycle through a stream that holds a buffer for a pending copy. The
     interface names one stream, so exporting makes the last stream wait for the others (cuStreamWaitEvent).
 
-    ``last`` is the weak reference to the stream recorded last; it answers None when nothing is pending. A
-    launch compares ``last() is stream`` before calling :meth:`record`. The same stream again is the common
-    case, and costs one call of a weak reference per buffer, without a lock. Two streams taking turns cost a
-    move to the end of a small dict.
+    ``last`` is the weak reference to the stream recorded last; it answers None when nothing is pending.
+    :func:`record_on` compares ``last() is stream`` before calling :meth:`record`: the same stream again costs
+    one call of a weak reference, without a lock; a stream listed but not last, a move to the end of a small
+    dict. A launch mostly calls neither: its pack remembers having seen its stream listed
+    (:mod:`rawcuda.core.guards.forgetcount`).
 
     Threads: a launch on one thread may record while another exports or waits. The record changes under a
     lock, never held across a driver call. A waiter (:meth:`handle`, :meth:`order_before`,
@@ -138,6 +154,7 @@ class PendingStream:
         """After an operation queued on ``stream`` (None: a synchronous one, after which nothing is pending)."""
         if stream is None:
             with self._lock:
+                forgets.move()
                 self.last = _nothing
                 self._entries.clear()
             return
@@ -164,6 +181,7 @@ class PendingStream:
                 self._swept = closes.generation
                 for old, old_entry in list(self._entries.items()):
                     if _finished(old_entry):
+                        forgets.move()
                         del self._entries[old]
             self._entries[key] = (ref, self._number, handle)
             if not self._waiters:
@@ -172,6 +190,7 @@ class PendingStream:
     def _begin(self) -> list[tuple[Any, int, Any]]:
         """A waiter's snapshot: (key, number, stream) of each stream still open, held strongly for the caller."""
         with self._lock:
+            forgets.move()  # before the snapshot: a launch that reads the count after this records again
             self._waiters += 1
             self.last = _nothing  # from now, a launch records under the lock (renumbering what it records)
             live: list[tuple[Any, int, Any]] = []
@@ -185,7 +204,10 @@ class PendingStream:
             return live
 
     def _end(self, waited: list[tuple[Any, int, Any]]) -> None:
-        """Forget the entries waited for, unless recorded again since the snapshot; then set ``last`` again."""
+        """Forget the entries waited for, unless recorded again since the snapshot; then set ``last`` again.
+
+        It does not move :data:`forgets`: :meth:`_begin` did, so a launch since then recorded under the lock.
+        """
         with self._lock:
             for key, number, _ in waited:
                 entry = self._entries.get(key)
