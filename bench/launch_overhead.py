@@ -23,6 +23,22 @@ Variants:
   cuda_bindings_values  the same, arguments given as Python values and ctypes types (converted per call)
   cuda_core             cuda.core.launch(stream, LaunchConfig, kernel, *args)
   cupy_rawmodule        cupy.RawModule(...).get_function(...)(grid, block, args)
+  python_floor          a Python function with Function.launch's signature that only makes rawcuda's driver call:
+                        what any Python launch API of this shape costs at least
+
+Two streams and many buffers (each loop alternates two launches, so it has the shape of the one-stream loop):
+  bare_ctypes_ex_two_streams      the bare call on two streams taking turns: the driver's own cost of switching
+  rawcuda_launch_two_streams      Function.launch, two streams taking turns
+  rawcuda_launch_none             Function.launch(..., stream=None): the legacy default stream
+  rawcuda_launch_none_and_stream  stream=None taking turns with a stream
+  rawcuda_launch_new_ints         a count past 256 computed at every call (a new int object each time)
+  rawcuda_bound_two_streams       two bound launches, one per stream, taking turns
+  bare_ctypes_ex_wide, rawcuda_launch_wide, rawcuda_launch_wide_two_streams, rawcuda_bound_wide_two_streams
+                                  the same with a kernel of 8 buffers and a count
+  ops_vector_add                  rawcuda.ops.vector_add(c, a, b, stream): its checks, then Function.launch
+
+The penalties (``penalties`` in the JSON) are medians of per-round differences, in µs per launch: a two-stream
+loop minus its one-stream loop, measured in the same round.
 
 Usage: python bench/launch_overhead.py [--out DIR]   (writes launch_overhead.json / .md there)
 """
@@ -42,6 +58,7 @@ import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -55,6 +72,33 @@ from rawcuda.ffi.types import CUlaunchConfig
 LAUNCHES = 2000
 ROUNDS = 21
 BLOCK = 256
+NEW_INT_COUNT = 300  # past CPython's shared small ints (up to 256): `count + 0` is a new object at every call
+WIDE_BUFFERS = 8
+
+#: A kernel of eight pointers and a count that returns at once: the many-buffer rows (JIT-compiled at load).
+PTX_WIDE = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry wide(
+    .param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3,
+    .param .u64 p4, .param .u64 p5, .param .u64 p6, .param .u64 p7, .param .u64 n
+)
+{
+    ret;
+}
+"""
+
+#: (penalty name, the two-stream variant, its one-stream variant).
+PENALTIES = (
+    ("driver: two streams taking turns", "bare_ctypes_ex_two_streams", "bare_ctypes_ex"),
+    ("Function.launch: two streams taking turns, 3 buffers", "rawcuda_launch_two_streams", "rawcuda_launch"),
+    ("Function.launch: two streams taking turns, 8 buffers", "rawcuda_launch_wide_two_streams", "rawcuda_launch_wide"),
+    ("Function.launch: stream=None taking turns with a stream", "rawcuda_launch_none_and_stream", "rawcuda_launch"),
+    ("bound launch: two streams taking turns, 3 buffers", "rawcuda_bound_two_streams", "rawcuda_bound"),
+    ("bound launch: two streams taking turns, 8 buffers", "rawcuda_bound_wide_two_streams", "rawcuda_bound_wide"),
+    ("Function.launch: a new int object for the count at every call", "rawcuda_launch_new_ints", "rawcuda_launch"),
+)
 C_SOURCE = Path(__file__).resolve().parent / "c" / "launch_loop.c"
 
 
@@ -87,12 +131,23 @@ def repeat(launch: Callable[[], object]) -> Callable[[], None]:
     return block
 
 
+def turns(first: Callable[[], object], second: Callable[[], object]) -> Callable[[], None]:
+    """LAUNCHES calls, ``first`` and ``second`` taking turns: the loop of :func:`repeat`, two calls per pass."""
+
+    def block() -> None:
+        for _ in range(LAUNCHES // 2):
+            first()
+            second()
+
+    return block
+
+
 def checked_c(rc: int) -> None:
     if rc:
         raise RuntimeError(f"the C launch loop failed with CUresult {rc}")
 
 
-def measure(variants: dict[str, Variant]) -> dict[str, dict[str, float]]:
+def measure(variants: dict[str, Variant], samples: dict[str, list[float]] | None = None) -> dict[str, dict[str, float]]:
     """Interleaved rounds: every variant once per round, so machine noise hits all of them alike.
 
     Returns, per variant, the median microseconds per launch and the median of its per-round ratio to
@@ -101,7 +156,8 @@ def measure(variants: dict[str, Variant]) -> dict[str, dict[str, float]]:
     for block, sync in variants.values():
         block()  # warm-up: LAUNCHES launches, untimed
         sync()
-    samples: dict[str, list[float]] = {name: [] for name in variants}
+    samples = {} if samples is None else samples  # the caller's, to take per-round differences from
+    samples.update({name: [] for name in variants})
     for _ in range(ROUNDS):
         for name, (block, sync) in variants.items():
             start = time.perf_counter_ns()
@@ -212,7 +268,19 @@ def main() -> None:
     except Exception as exc:
         notes["cuda_core"] = f"unavailable: {type(exc).__name__}: {exc}"
     variants["rawcuda_bound"] = (repeat(fn.bind(1, BLOCK, c, a, b, n, stream=stream)), sync)
-    results = measure(variants)
+
+    def python_floor(grid: object, block: object, *args: object, shared_mem: int = 0, stream: object = None) -> int:
+        return raw_ex(config_ref, f_arg, params, None)
+
+    variants["python_floor"] = (repeat(lambda: python_floor(1, BLOCK, c, a, b, n, stream=stream)), sync)
+    variants.update(two_stream_variants(fn, stream, (c, a, b), config, raw_ex, f_arg, params))
+    samples: dict[str, list[float]] = {}
+    results = measure(variants, samples)
+    penalties = {
+        label: statistics.median(x - y for x, y in zip(samples[two], samples[one], strict=True))
+        for label, two, one in PENALTIES
+        if two in samples and one in samples
+    }
 
     # Tracing must cost nothing once it is off: trace a few calls, turn it off, and measure again.
     with rawcuda.trace(file=io.StringIO()):
@@ -232,7 +300,7 @@ def main() -> None:
         "rounds": ROUNDS,
     }
     (args.out / "launch_overhead.json").write_text(
-        json.dumps({"meta": meta, "results": results, "notes": notes}, indent=2)
+        json.dumps({"meta": meta, "results": results, "penalties": penalties, "notes": notes}, indent=2)
     )
     lines = [
         f"# Launch overhead ({meta['date']}, {meta['gpu']}, driver CUDA {meta['driver_cuda']}, "
@@ -245,10 +313,73 @@ def main() -> None:
     ]
     lines += [f"| {name} | {r['us']:.2f} | {r['ratio']:.2f}x |" for name, r in results.items()]
     lines += [f"| {name} | {why} | |" for name, why in notes.items()]
+    lines += ["", "| penalty (median of per-round differences) | µs per launch |", "|---|---:|"]
+    lines += [f"| {label} | {value:+.2f} |" for label, value in penalties.items()]
     (args.out / "launch_overhead.md").write_text("\n".join(lines) + "\n")
     print("\n".join(lines))
     for buf in (a, b, c):
         buf.close()
+
+
+def two_stream_variants(
+    fn: Any, stream: Stream, bufs: tuple[DeviceBuffer, ...], config: Any, raw_ex: Any, f_arg: Any, params: Any
+) -> dict[str, Variant]:
+    """The rows of two streams taking turns, stream=None, new ints and 8 buffers (see the module docstring)."""
+    c, a, b = bufs
+    other = Stream()
+    ctx = fn.context
+    both = lambda: (stream.synchronize(), other.synchronize())  # noqa: E731
+    config2 = CUlaunchConfig(1, 1, 1, BLOCK, 1, 1, 0, other.handle, None, 0)
+    ref1, ref2 = ctypes.byref(config), ctypes.byref(config2)
+    count = NEW_INT_COUNT
+    big = [DeviceBuffer.zeros(NEW_INT_COUNT) for _ in range(3)]
+    wide = Module(PTX_WIDE).function("wide")
+    many = [DeviceBuffer.zeros(BLOCK) for _ in range(WIDE_BUFFERS)]
+    values = [ctypes.c_uint64(q.ptr) for q in many] + [ctypes.c_uint64(0)]
+    wide_params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    wide_f = ctypes.c_void_p(wide.handle)
+    keep.extend([config2, values, wide_params, big, many, other])  # alive for as long as the variants run
+    on = {s: fn.bind(1, BLOCK, c, a, b, 0, stream=s) for s in (stream, other)}
+    wide_on = {s: wide.bind(1, BLOCK, *many, 0, stream=s) for s in (stream, other)}
+    return {
+        "bare_ctypes_ex_two_streams": (
+            turns(lambda: raw_ex(ref1, f_arg, params, None), lambda: raw_ex(ref2, f_arg, params, None)),
+            both,
+        ),
+        "rawcuda_launch_two_streams": (
+            turns(
+                lambda: fn.launch(1, BLOCK, c, a, b, 0, stream=stream),
+                lambda: fn.launch(1, BLOCK, c, a, b, 0, stream=other),
+            ),
+            both,
+        ),
+        "rawcuda_launch_none": (repeat(lambda: fn.launch(1, BLOCK, c, a, b, 0)), ctx.synchronize),
+        "rawcuda_launch_none_and_stream": (
+            turns(lambda: fn.launch(1, BLOCK, c, a, b, 0), lambda: fn.launch(1, BLOCK, c, a, b, 0, stream=stream)),
+            ctx.synchronize,
+        ),
+        "rawcuda_launch_new_ints": (
+            repeat(lambda: fn.launch(1, BLOCK, big[0], big[1], big[2], count + 0, stream=stream)),
+            stream.synchronize,
+        ),
+        "rawcuda_bound_two_streams": (turns(on[stream], on[other]), both),
+        "bare_ctypes_ex_wide": (repeat(lambda: raw_ex(ref1, wide_f, wide_params, None)), stream.synchronize),
+        "rawcuda_launch_wide": (repeat(lambda: wide.launch(1, BLOCK, *many, 0, stream=stream)), stream.synchronize),
+        "rawcuda_launch_wide_two_streams": (
+            turns(
+                lambda: wide.launch(1, BLOCK, *many, 0, stream=stream),
+                lambda: wide.launch(1, BLOCK, *many, 0, stream=other),
+            ),
+            both,
+        ),
+        "rawcuda_bound_wide": (repeat(wide_on[stream]), stream.synchronize),
+        "rawcuda_bound_wide_two_streams": (turns(wide_on[stream], wide_on[other]), both),
+        "ops_vector_add": (repeat(lambda: rawcuda.ops.vector_add(c, a, b, stream=stream)), stream.synchronize),
+    }
+
+
+#: Objects the variants' driver arguments point into, kept alive until the process ends.
+keep: list[Any] = []
 
 
 if __name__ == "__main__":

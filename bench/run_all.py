@@ -97,6 +97,28 @@ def versions() -> dict[str, str]:
 #: prebuilt kernelParams address is a floor like the bound launch, and is compared with that).
 PER_CALL_PEERS = ("cuda_bindings_values", "cuda_core", "cupy_rawmodule")
 BOUND_VS_C_TARGET = 1.05
+#: At most this many µs per launch for two streams taking turns over one stream, beyond the driver's own.
+TWO_STREAM_PENALTY_US = 0.1
+DRIVER_PENALTY = "driver: two streams taking turns"
+
+
+def penalty_targets(penalties: dict[str, float]) -> list[tuple[str, bool | None, str]]:
+    """Two streams, stream=None and new ints cost what one stream costs: each within TWO_STREAM_PENALTY_US of it,
+    beyond what the driver itself pays for switching streams (measured in the same rounds)."""
+    driver = penalties.get(DRIVER_PENALTY, 0.0)
+    rows: list[tuple[str, bool | None, str]] = []
+    for label, value in penalties.items():
+        if label == DRIVER_PENALTY:
+            continue
+        beyond = value - driver if "stream" in label else value
+        rows.append(
+            (
+                f"{label}: <= +{TWO_STREAM_PENALTY_US} us per launch",
+                beyond <= TWO_STREAM_PENALTY_US,
+                f"{value:+.2f} us (the driver's own {driver:+.2f})" if "stream" in label else f"{value:+.2f} us",
+            )
+        )
+    return rows
 
 
 def launch_targets(launch: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
@@ -135,6 +157,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     launch = data.get("launch_overhead", {}).get("results", {})
     if launch:
         rows += launch_targets(launch)
+        rows += penalty_targets(data["launch_overhead"].get("penalties", {}))
     replay = data.get("graphs", {}).get("tiny", {}).get("graph_gpu_us_per_kernel")
     rows.append(
         (
@@ -209,6 +232,10 @@ def markdown(data: dict[str, Any]) -> str:
             lines.append(f"| {name} | {r['us']:.2f} | {r['ratio']:.3f}x |")
         for name, why in launch.get("notes", {}).items():
             lines.append(f"| {name} | {why} | |")
+        penalties = launch.get("penalties", {})
+        if penalties:
+            lines += ["", "| penalty over one stream (median of per-round differences) | µs per launch |", "|---|---:|"]
+            lines += [f"| {label} | {value:+.2f} |" for label, value in penalties.items()]
     kernels = data.get("kernels", {}).get("rows", [])
     if kernels:
         lines += ["", "## 2. Bandwidth and throughput", "", "| case | value | unit | note |", "|---|---:|---|---|"]
