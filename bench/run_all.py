@@ -193,7 +193,7 @@ def targets(data: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
     rows += [tuple(row) for row in data.get("sgemm", {}).get("targets", [])]  # bench/sgemm.py states its own
     imports = data.get("imports", {}).get("import_ms", {})
     if isinstance(imports.get("rawcuda"), float):
-        peers = {k: v for k, v in imports.items() if k not in ("rawcuda", "numpy") and isinstance(v, float)}
+        peers = {k: v for k, v in imports.items() if "rawcuda" not in k and k != "numpy" and isinstance(v, float)}
         slowest_win = all(imports["rawcuda"] < v for v in peers.values())
         rows.append(
             (

@@ -40,16 +40,18 @@ import ctypes
 from collections.abc import Mapping, Sequence
 from ctypes import byref, c_char_p, c_int, c_size_t, c_void_p
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rawcuda import checked
 from rawcuda.checked import nv
 from rawcuda.checked.binding import nvrtc_error_string
 from rawcuda.checked.errors import NvrtcError, RawCudaError
-from rawcuda.core.context import Context
-from rawcuda.core.module import Module
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.nvrtc import nvrtcProgram
+
+if TYPE_CHECKING:  # what load() returns: imported there, so that compiling never loads the launch stack and numpy
+    from rawcuda.core.context import Context
+    from rawcuda.core.module import Module
 
 #: Target architecture when no driver can tell us the GPU's: Ampere's, supported by NVRTC 11.x-13.x.
 FALLBACK_ARCH = "compute_80"
@@ -151,6 +153,8 @@ class CompileResult:
 
     def load(self, context: Context | None = None) -> Module:
         """Load :attr:`image` as a :class:`rawcuda.Module` (in ``context``, the default one when None)."""
+        from rawcuda.core.module import Module  # here: compiling alone needs none of the launch stack
+
         return Module(self.image, context, name=self.name)
 
 

@@ -50,6 +50,9 @@ ALLOWED_LAZY_IMPORTS = {
     ("rawcuda.core.event", "rawcuda.extras.aio"),
     # event.py imports stream.py (an Event records on a Stream); Stream.wait() checks that it was given an Event.
     ("rawcuda.core.stream", "rawcuda.core.event"),
+    # A downward import made late: compiling needs none of the launch stack (nor numpy), only loading the result.
+    # Documented in Program.load and docs/architecture.md.
+    ("rawcuda.extras.nvrtc", "rawcuda.core.module"),
 }
 
 #: Every name taken from core/guards/ by a module outside it: (importer, "guard.name"). A guard module imported

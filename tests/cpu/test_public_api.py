@@ -49,14 +49,23 @@ def test_help_documents_the_classes_and_functions() -> None:
         assert function in text, function
 
 
-def test_import_stays_fast_and_touches_no_driver_and_no_numpy() -> None:
+def test_import_touches_no_driver_and_no_numpy() -> None:
+    # What it loads, not how long it takes: bench/imports.py measures the time.
     proc = run_python(
-        "import sys, time\n"
-        "t = time.perf_counter(); import rawcuda; ms = (time.perf_counter() - t) * 1000\n"
-        "print('numpy' in sys.modules, 'rawcuda.checked.binding' in sys.modules, ms < 200)\n",
+        "import sys\nimport rawcuda\nprint('numpy' in sys.modules, 'rawcuda.checked.binding' in sys.modules)\n",
         RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1",
     )
-    assert proc.stdout.split() == ["False", "False", "True"], proc.stdout + proc.stderr
+    assert proc.stdout.split() == ["False", "False"], proc.stdout + proc.stderr
+
+
+def test_nvrtc_loads_what_compiling_needs_and_not_the_launch_stack() -> None:
+    # `rawcuda.nvrtc` once loaded Module, Function, the argument packer and numpy just to compile a string.
+    proc = run_python(
+        "import sys\nimport rawcuda\nrawcuda.nvrtc\n"
+        "print(*(name in sys.modules for name in ('numpy', 'rawcuda.core.module', 'rawcuda.core.function')))\n",
+        RAWCUDA_LIBCUDA="/nonexistent/libcuda.so.1",
+    )
+    assert proc.stdout.split() == ["False", "False", "False"], proc.stdout + proc.stderr
 
 
 def test_the_package_says_it_is_typed_and_licensed() -> None:
