@@ -12,9 +12,11 @@ of one stream), timed with ``perf_counter_ns``. Each round times every variant r
 shared machine's load moves in bursts, and two blocks a few milliseconds apart see the same load. A variant's
 figure is the median over rounds of its time minus its neighbour's, per launch: the nanoseconds Python adds.
 
-    python bench/fake/launch_fake.py [--rounds 15] [--n 20000] [--only a,b] [--json out.json]
+    python bench/fake/launch_fake.py [--rounds 15] [--n 20000] [--only a,b] [--json out.json] [--real]
 
 It builds the fake with the system's C compiler and runs itself again with ``RAWCUDA_LIBCUDA`` pointing at it.
+With ``--real`` it runs over the real driver instead (on a GPU host), synchronizing after each timed block:
+the anatomy rows (bench/fake/anatomy.py) then say where a real launch's host time goes.
 """
 
 from __future__ import annotations
@@ -36,6 +38,11 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+from anatomy import STEPS, Anatomy  # noqa: E402 (after the path it is found on)
+
 FAKE_SOURCE = Path(__file__).resolve().parent / "fakelaunch.c"
 FAKE_ENV = "RAWCUDA_LIBCUDA"
 BLOCK = 256
@@ -74,6 +81,8 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "bound3_two_streams": ("b3()", "b3x()"),
     "bound8_two_streams": ("b8()", "b8x()"),
     "launch3_then_export": (L3.format(s="s1"), "c.__cuda_array_interface__"),
+    # The fast path taken apart (bench/fake/anatomy.py): each step adds one piece; launch3 is the whole.
+    **{f"anatomy_{step}": (f"anatomy.{step}(1, 256, c, a, b, n, stream=s1)",) * 2 for step in STEPS},
 }
 REFERENCE = "bare_ctypes_ex"
 
@@ -98,7 +107,6 @@ def loop(env: dict[str, Any], statements: tuple[str, str], launches: int) -> Any
 
 def objects() -> dict[str, Any]:
     """Real rawcuda objects over the fake driver, and the bare ctypes pieces of the reference call."""
-    sys.path.insert(0, str(ROOT))
     import rawcuda
     from rawcuda import DeviceBuffer, Module, Stream, ops
     from rawcuda.checked import cu
@@ -128,13 +136,19 @@ def objects() -> dict[str, Any]:
         "b3x": fn.bind(1, BLOCK, c, a, b, n, stream=s2),
         "b8": wide.bind(1, BLOCK, *many, n, stream=s1),
         "b8x": wide.bind(1, BLOCK, *many, n, stream=s2),
+        "anatomy": Anatomy(fn, s1, (c, a, b, n)),
+        "sync": rawcuda.default_context().synchronize,
     }
 
 
-def measure(blocks: dict[str, Any], rounds: int, launches: int, seed: int) -> dict[str, dict[str, float]]:
-    """Per variant: median ns per launch above the reference timed beside it, its quartiles, and the ratio."""
+def measure(blocks: dict[str, Any], rounds: int, launches: int, seed: int, sync: Any) -> dict[str, dict[str, float]]:
+    """Per variant: median ns per launch above the reference timed beside it, its quartiles, and the ratio.
+
+    ``sync`` runs after every timed block, outside the timing: on a real GPU the queue must not fill up.
+    """
     for block in blocks.values():
         block()  # warm-up: configurations validated, arguments packed
+        sync()
     reference = blocks[REFERENCE]
     added: dict[str, list[float]] = {name: [] for name in blocks if name != REFERENCE}
     ratios: dict[str, list[float]] = {name: [] for name in added}
@@ -152,6 +166,7 @@ def measure(blocks: dict[str, Any], rounds: int, launches: int, seed: int) -> di
                 start = clock()
                 block()
                 spent[label] = clock() - start
+                sync()
             added[name].append((spent[name] - spent[REFERENCE]) / launches)
             ratios[name].append(spent[name] / spent[REFERENCE])
             floor.append(spent[REFERENCE] / launches)
@@ -170,8 +185,9 @@ def main() -> None:
     parser.add_argument("--only", default="", help="comma-separated variant names (the reference is always kept)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--real", action="store_true", help="the real driver (a GPU host), not the fake")
     args = parser.parse_args()
-    if FAKE_ENV not in os.environ:  # run again over the fake: the library is chosen once, at import
+    if not args.real and FAKE_ENV not in os.environ:  # run again over the fake: the library is chosen once
         env = {**os.environ, FAKE_ENV: str(build_fake())}
         raise SystemExit(subprocess.run([sys.executable, *sys.argv], env=env).returncode)
     env = objects()
@@ -179,13 +195,17 @@ def main() -> None:
     chosen = {name: statements for name, statements in VARIANTS.items() if name in wanted}
     blocks = {name: loop(env, statements, args.n) for name, statements in chosen.items()}
     gc.collect()
-    fake = ctypes.CDLL(os.environ[FAKE_ENV])
-    fake.fakelaunch_count.restype = ctypes.c_ulonglong
-    before = fake.fakelaunch_count()
-    results = measure(blocks, args.rounds, args.n, args.seed)
-    reached = fake.fakelaunch_count() - before  # every loop really launched (an export variant launches half)
+    count = lambda: 0  # noqa: E731 (a real driver does not count)
+    if not args.real:
+        fake = ctypes.CDLL(os.environ[FAKE_ENV])
+        fake.fakelaunch_count.restype = ctypes.c_ulonglong
+        count = fake.fakelaunch_count
+    before = count()
+    results = measure(blocks, args.rounds, args.n, args.seed, env["sync"])
+    reached = count() - before  # every loop really launched (an export variant launches half)
+    driver = "the real driver" if args.real else "bench/fake/fakelaunch.c"
     lines = [
-        f"Python {platform.python_version()}, {args.rounds} rounds of {args.n} launches, over bench/fake/fakelaunch.c",
+        f"Python {platform.python_version()}, {args.rounds} rounds of {args.n} launches, over {driver}",
         f"{REFERENCE}: {results[REFERENCE]['ns']:.0f} ns per call",
         "",
         "| variant | ns added per launch (median [q1, q3]) | ratio to bare_ctypes_ex |",
@@ -198,7 +218,7 @@ def main() -> None:
     ]
     print("\n".join(lines))
     if args.json:
-        meta = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "machine": platform.node()}
+        meta = {"date": time.strftime("%Y-%m-%d"), "python": platform.python_version(), "driver": driver}
         meta |= {"rounds": args.rounds, "launches_per_block": args.n, "launches_reaching_the_driver": reached}
         args.json.write_text(json.dumps({"meta": meta, "results": results}, indent=2) + "\n")
 

@@ -161,8 +161,9 @@ class Function:
         # The stream by id, not the object, which the cache would keep alive.
         # Why: docs/hazards.md, "The launch cache holds streams by id".
         packed = self._packed
+        sid = id(stream)
         try:
-            prepared = self._prepared[grid, block, shared_mem, id(stream)]
+            prepared = self._prepared[grid, block, shared_mem, sid]
         except (KeyError, TypeError):  # not cached yet, or a grid given as a list (unhashable): the slow path
             prepared = None
         # The pack's generation stands for the configurations' too: a close empties both (see _checked).
@@ -181,7 +182,7 @@ class Function:
         self.last_prepared = prepared
         # Nothing to record while this pack's buffers all list this stream and no capture began since.
         # Why: docs/hazards.md, "Pending work" (one integer, however many buffers and streams take turns).
-        if packed.seen.get(id(stream)) != forgets.value:
+        if packed.seen.get(sid) != forgets.value:
             self._record(stream, packed, args)
         if SYNC_LAUNCHES:
             ctx.synchronize()

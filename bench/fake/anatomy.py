@@ -1,0 +1,88 @@
+"""The launch fast path taken apart: the same steps as ``Function.launch``, added one at a time.
+
+Why? To say where a launch's host time goes. Each method below is the one before it plus one step of
+``rawcuda.core.function.Function.launch`` (docs/architecture.md, "The launch path"), on a pack and a
+configuration prepared through the Function's public ``prepare`` and ``pack``. The time one step adds is the
+difference between neighbours, measured in the same rounds (bench/fake/launch_fake.py).
+
+    signature      a method with launch's signature that only makes the driver call: any Python API's floor
+    config         + the configuration looked up: a 4-tuple built and hashed, one dict lookup
+    arguments      + the close count compared and the identity check of the arguments (a generated lambda)
+    context        + the context's usable check and the two notes a launch leaves (last launch, last config)
+    record         + the one integer compared that stands for the pending-work record: the whole fast path
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from rawcuda.core.closecounter import closes
+from rawcuda.core.guards.forgetcount import forgets
+from rawcuda.core.launchcall import launch_kernel
+
+BLOCK = 256
+
+
+class Anatomy:
+    """The state a Function's fast path reads, prepared once for one configuration and one set of arguments."""
+
+    def __init__(self, fn: Any, stream: Any, args: tuple[Any, ...]) -> None:
+        prepared = fn.prepare(1, BLOCK, 0, stream)
+        self.packed = fn.pack(args)
+        self.packed.seen[id(stream)] = forgets.value  # as a first launch leaves it
+        self.prepared = {(1, BLOCK, 0, id(stream)): prepared}
+        self.only = prepared
+        self.context = fn.context
+        self.ref = fn.ref
+        self.last_prepared: Any = None
+        launch_kernel.call(prepared[0], prepared[1], self.packed.array, None)  # binds the slot
+
+    def signature(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        prepared = self.only
+        launch_kernel.call(prepared[0], prepared[1], self.packed.array, None)
+
+    def config(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        packed = self.packed
+        prepared = self.prepared[grid, block, shared_mem, id(stream)]
+        launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+
+    def arguments(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        packed = self.packed
+        prepared = self.prepared[grid, block, shared_mem, id(stream)]
+        if packed.generation != closes.generation or not packed.same(args, packed.key):
+            raise RuntimeError("the anatomy's pack no longer matches: something was closed")
+        launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+
+    def context_notes(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        packed = self.packed
+        prepared = self.prepared[grid, block, shared_mem, id(stream)]
+        if packed.generation != closes.generation or not packed.same(args, packed.key):
+            raise RuntimeError("the anatomy's pack no longer matches: something was closed")
+        ctx = self.context
+        if ctx.unusable is not None:
+            ctx.check_usable()
+        rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        if rc:
+            raise RuntimeError(f"launch failed: {rc}")
+        ctx.last_launch_ref = self.ref
+        self.last_prepared = prepared
+
+    def record(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
+        packed = self.packed
+        prepared = self.prepared[grid, block, shared_mem, id(stream)]
+        if packed.generation != closes.generation or not packed.same(args, packed.key):
+            raise RuntimeError("the anatomy's pack no longer matches: something was closed")
+        ctx = self.context
+        if ctx.unusable is not None:
+            ctx.check_usable()
+        rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        if rc:
+            raise RuntimeError(f"launch failed: {rc}")
+        ctx.last_launch_ref = self.ref
+        self.last_prepared = prepared
+        if packed.seen.get(id(stream)) != forgets.value:  # an export measured before moved it: seen again
+            packed.seen[id(stream)] = forgets.value
+
+
+#: The steps in order, each one the one before plus one step of the fast path.
+STEPS = ("signature", "config", "arguments", "context_notes", "record")
