@@ -6,7 +6,8 @@ configuration prepared through the Function's public ``prepare`` and ``pack``. T
 difference between neighbours, measured in the same rounds (bench/fake/launch_fake.py).
 
     signature      a method with launch's signature that only makes the driver call: any Python API's floor
-    config         + the configuration looked up: a 4-tuple built and hashed, one dict lookup
+    config         + the pack's last launch on this stream looked up (one dict lookup by id) and its
+                   configuration compared
     arguments      + the close count compared and the identity check of the arguments (a generated lambda)
     context        + the context's usable check and the two notes a launch leaves (last launch, last config)
     record         + the one integer compared that stands for the pending-work record: the whole fast path
@@ -29,8 +30,7 @@ class Anatomy:
     def __init__(self, fn: Any, stream: Any, args: tuple[Any, ...]) -> None:
         prepared = fn.prepare(1, BLOCK, 0, stream)
         self.packed = fn.pack(args)
-        self.packed.seen[id(stream)] = forgets.value  # as a first launch leaves it
-        self.prepared = {(1, BLOCK, 0, id(stream)): prepared}
+        self.packed.launches[id(stream)] = (1, BLOCK, 0, prepared, forgets.value)  # as a first launch leaves it
         self.only = prepared
         self.context = fn.context
         self.ref = fn.ref
@@ -43,24 +43,43 @@ class Anatomy:
 
     def config(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        prepared = self.prepared[grid, block, shared_mem, id(stream)]
+        last = packed.launches.get(id(stream))
+        if not (last is not None and last[0] == grid and last[1] == block and last[2] == shared_mem):
+            raise RuntimeError("the anatomy's configuration does not match")
+        prepared = last[3]
         launch_kernel.call(prepared[0], prepared[1], packed.array, None)
 
     def arguments(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        prepared = self.prepared[grid, block, shared_mem, id(stream)]
-        if packed.generation != closes.generation or not packed.same(args, packed.key):
+        last = packed.launches.get(id(stream))
+        if not (
+            last is not None
+            and last[0] == grid
+            and last[1] == block
+            and last[2] == shared_mem
+            and packed.generation == closes.generation
+            and packed.same(args)
+        ):
             raise RuntimeError("the anatomy's pack no longer matches: something was closed")
+        prepared = last[3]
         launch_kernel.call(prepared[0], prepared[1], packed.array, None)
 
     def context_notes(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        prepared = self.prepared[grid, block, shared_mem, id(stream)]
-        if packed.generation != closes.generation or not packed.same(args, packed.key):
+        last = packed.launches.get(id(stream))
+        if not (
+            last is not None
+            and last[0] == grid
+            and last[1] == block
+            and last[2] == shared_mem
+            and packed.generation == closes.generation
+            and packed.same(args)
+        ):
             raise RuntimeError("the anatomy's pack no longer matches: something was closed")
         ctx = self.context
         if ctx.unusable is not None:
             ctx.check_usable()
+        prepared = last[3]
         rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
         if rc:
             raise RuntimeError(f"launch failed: {rc}")
@@ -69,19 +88,28 @@ class Anatomy:
 
     def record(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        prepared = self.prepared[grid, block, shared_mem, id(stream)]
-        if packed.generation != closes.generation or not packed.same(args, packed.key):
+        sid = id(stream)
+        last = packed.launches.get(sid)
+        if not (
+            last is not None
+            and last[0] == grid
+            and last[1] == block
+            and last[2] == shared_mem
+            and packed.generation == closes.generation
+            and packed.same(args)
+        ):
             raise RuntimeError("the anatomy's pack no longer matches: something was closed")
         ctx = self.context
         if ctx.unusable is not None:
             ctx.check_usable()
+        prepared = last[3]
         rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
         if rc:
             raise RuntimeError(f"launch failed: {rc}")
         ctx.last_launch_ref = self.ref
         self.last_prepared = prepared
-        if packed.seen.get(id(stream)) != forgets.value:  # an export measured before moved it: seen again
-            packed.seen[id(stream)] = forgets.value
+        if last[4] != forgets.value:  # an export measured before moved it: seen again
+            packed.launches[sid] = (*last[:4], forgets.value)
 
 
 #: The steps in order, each one the one before plus one step of the fast path.

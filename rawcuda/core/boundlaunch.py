@@ -14,7 +14,10 @@ from rawcuda.core.context import SYNC_LAUNCHES
 from rawcuda.core.guards.foreignorder import order_after
 from rawcuda.core.guards.forgetcount import forgets
 from rawcuda.core.guards.pending import record_on
+from rawcuda.core.kernelargs import UNSEEN
 from rawcuda.core.launchcall import launch_failed, launch_kernel
+
+REREAD = -1  # the close count a bound launch that reads its arguments again at every call compares with
 
 if TYPE_CHECKING:
     from rawcuda.core.function import Function
@@ -41,35 +44,45 @@ class BoundLaunch:
         """Check and pack the configuration and the arguments, and build the driver call."""
         fn = self.function
         grid, block, shared_mem, stream = self._spec
+        bound_at = closes.generation  # before anything is read: a close while binding makes the next call bind again
         prepared = fn.prepare(grid, block, shared_mem, stream)
         packed = fn.pack(self.args)
         self._call = (*prepared, packed.array, None)  # every driver argument, as ctypes objects
         self._packed = packed  # keeps the slots the array points into alive
         self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
-        self._generation = closes.generation
+        self._bound_at = bound_at
+        # What a call compares with the close count. A pack read again at every call never matches, so that one
+        # comparison is all a call pays for that case too.
+        self._generation = REREAD if self._reread else self._bound_at
         self._target = fn.legacy if stream is None else stream  # where its buffers' work is pending
-        self._seen = -1  # as Packed.seen: pending.forgets.value when its buffers' memory all listed its stream
+        self._context = fn.context
+        self._ref = fn.ref
+        self._seen = UNSEEN  # as a pack's record: forgets.value when its buffers' memory all listed its stream
 
-    def __call__(self) -> None:
-        """Launch again; re-check first if anything was closed since."""
-        if self._generation != closes.generation:
+    def _refresh(self) -> None:
+        """Before a call: bind again if anything closed; read a foreign array again; wait for its stream."""
+        if self._bound_at != closes.generation:
             self._bind()
         elif self._reread:  # a foreign array: its address and stream are read again at every launch
             packed = self._packed = self.function.pack(self.args)  # (the configuration stays as prepared)
             self._call = (*self._call[:-2], packed.array, None)
-            self._seen = -1
-        fn = self.function
-        ctx = fn.context
+            self._seen = UNSEEN
+        if self._packed.waits:  # (only a foreign array's pack has any: a reread one)
+            self._context.activate()
+            order_after(self._packed.waits, self._spec[3], self._context)
+
+    def __call__(self) -> None:
+        """Launch again; re-check first if anything was closed since."""
+        if self._generation != closes.generation:
+            self._refresh()
+        ctx = self._context
         if ctx.unusable is not None:
             ctx.check_usable()
-        if self._packed.waits:  # (only a foreign array's pack has any: a reread one)
-            ctx.activate()
-            order_after(self._packed.waits, self._spec[3], ctx)
         rc = launch_kernel.call(*self._call)
         if rc:
             launch_failed(rc, ctx, self._call)
-        ctx.last_launch_ref = fn.ref
-        fn.last_prepared = self._call
+        ctx.last_launch_ref = self._ref
+        self.function.last_prepared = self._call
         if self._seen != forgets.value:  # as in Function.launch: nothing to record most of the time
             self._record()
         if SYNC_LAUNCHES:

@@ -32,7 +32,7 @@ from .boundlaunch import BoundLaunch
 from .closecounter import closes
 from .context import SYNC_LAUNCHES
 from .integers import integer, shown, whole
-from .kernelargs import EMPTY_PACK, ArgPacker, Packed
+from .kernelargs import EMPTY_PACK, UNSEEN, ArgPacker, Packed
 from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
 from .paramspec import POINTER_SIZE, ParamSpec
@@ -153,28 +153,37 @@ class Function:
         The first launch with a given (grid, block, shared_mem, stream) validates the configuration.
         It builds every driver argument as a ctypes object.
         The first launch with given arguments checks and packs them.
-        After that a launch is one dict lookup and one identity check of the arguments.
+        After that a launch is one dict lookup by stream, three comparisons of the configuration and one
+        identity check of the arguments.
         Then one ``cuLaunchKernelEx`` through an argtypes-free binding: close to a bare ctypes call.
         Last, one integer compared: its buffers' memory already lists this stream.
         Several threads may launch one Function at once: packed blocks are never rewritten.
         """
-        # The stream by id, not the object, which the cache would keep alive.
-        # Why: docs/hazards.md, "The launch cache holds streams by id".
+        # This pack's last launch on this stream (keyed by id: the cache must keep no stream alive):
+        # the same configuration again, and the same arguments, and nothing closed since -- the common case.
+        # Why: docs/hazards.md, "The launch cache holds streams by id", "A launch checks its pack's own generation".
         packed = self._packed
         sid = id(stream)
+        last = packed.launches.get(sid)
         try:
-            prepared = self._prepared[grid, block, shared_mem, sid]
-        except (KeyError, TypeError):  # not cached yet, or a grid given as a list (unhashable): the slow path
-            prepared = None
-        # The pack's generation stands for the configurations' too: a close empties both (see _checked).
-        # Why: docs/hazards.md, "A launch checks its pack's own generation".
-        if prepared is None or packed.generation != closes.generation or not packed.same(args, packed.key):
-            prepared, packed = self._checked(grid, block, shared_mem, stream, args)
+            again = (
+                last is not None
+                and last[0] == grid
+                and last[1] == block
+                and last[2] == shared_mem
+                and packed.generation == closes.generation
+                and packed.same(args)
+            )
+        except Exception:  # a grid that cannot be compared with a tuple (an array): the slow path says what is wrong
+            again = False
+        if not again:
+            last, packed = self._checked(grid, block, shared_mem, stream, args)
         ctx = self.context
         # The attribute first: check_usable() is a method call, paid only when it is set.
         # Why: docs/hazards.md, "Small savings on the launch path".
         if ctx.unusable is not None:
             ctx.check_usable()  # no activate(): rawcuda.core.guards.current says why a launch need not ask
+        prepared = last[3]
         rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
@@ -182,29 +191,41 @@ class Function:
         self.last_prepared = prepared
         # Nothing to record while this pack's buffers all list this stream and no capture began since.
         # Why: docs/hazards.md, "Pending work" (one integer, however many buffers and streams take turns).
-        if packed.seen.get(sid) != forgets.value:
-            self._record(stream, packed, args)
+        if last[4] != forgets.value:
+            self._record(stream, packed, args, last)
         if SYNC_LAUNCHES:
             ctx.synchronize()
 
     def _checked(
         self, grid: Any, block: Any, shared_mem: int, stream: Stream | None, args: tuple[Any, ...]
-    ) -> tuple[tuple[Any, ...], Packed]:
-        """The slow path of a launch: the configuration validated and the arguments packed, where needed."""
+    ) -> tuple[tuple[Any, Any, int, tuple[Any, ...], int], Packed]:
+        """The slow path of a launch: the configuration validated and the arguments packed, where needed.
+
+        Returns the pack's new record of its launch on this stream, and the pack.
+        """
         generation = closes.generation
-        try:  # a grid given as a list is cached as a tuple
-            prepared = self._prepared[hashable(grid), hashable(block), shared_mem, id(stream)]
+        key = (hashable(grid), hashable(block), shared_mem, id(stream))
+        try:  # (a grid given as a list is cached as a tuple)
+            prepared = self._prepared[key]
         except (KeyError, TypeError):
             prepared = None
         if prepared is None or self._generation != generation:
             prepared = self.prepare(grid, block, shared_mem, stream)  # when something closed: forgets packs too
         packed = self._packed
         # The pack's own generation too: another thread may have read or made it while a close ran.
-        if packed.generation != generation or not packed.same(args, packed.key):
+        if packed.generation != generation or not packed.same(args):
             packed = self._repack(args, stream)
-        return prepared, packed
+        # The record belongs to the pack and the stream, not the configuration: a new grid keeps it.
+        before = packed.launches.get(id(stream))
+        # The configuration as validated, a copy: a list given as the grid could change after this launch.
+        last = (key[0], key[1], shared_mem, prepared, UNSEEN if before is None else before[4])
+        if closes.generation == generation:  # nothing closed meanwhile: the next launch may trust it all
+            packed.launches[id(stream)] = last
+        return last, packed
 
-    def _record(self, stream: Stream | None, packed: Packed, args: tuple[Any, ...]) -> None:
+    def _record(
+        self, stream: Stream | None, packed: Packed, args: tuple[Any, ...], last: tuple[Any, Any, int, Any, int]
+    ) -> None:
         """After a launch: its stream recorded on its buffers' memory, or its use handed to the capturing graph."""
         count = forgets.value  # before the capture check: a capture begun after it moves the count again
         if stream is not None and stream.capturing is not None:
@@ -214,7 +235,8 @@ class Function:
             return  # (the pack stays unseen: every launch of the capture hands its use to the graph)
         if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
             count = record_on(packed.pending, self.legacy if stream is None else stream)
-        packed.seen[id(stream)] = count
+        if packed.launches.get(id(stream)) is last:  # (not kept when a close came during the slow path)
+            packed.launches[id(stream)] = (*last[:4], count)
 
     def _repack(self, args: tuple[Any, ...], stream: Stream | None) -> Packed:
         """Check and pack new arguments. Another library's arrays also make the stream wait for theirs."""

@@ -224,15 +224,29 @@ BY_INT_VALUE = "int"  # a Python int: the same object, or an int equal to it
 BY_FLOAT_VALUE = "float"  # a Python float: the same object, or a float of the same bits
 BY_IDENTITY = "same"  # anything else: the very same object
 
-#: One term per kind. An int equal to an int has its bits; a float equal to a nonzero float has its bits too
-#: (the two zeros are equal but differ in sign, and NaN equals nothing, so those repack). ``.__class__ is``
-#: and not ``==`` alone: 1.0 == 1 == True, and a float for an integer parameter must still be refused.
+#: One term per kind, comparing the launch's argument ``x{i}`` with the remembered ``k{i}``. An int equal to an
+#: int has its bits; a float equal to a nonzero float has its bits too (the two zeros are equal but differ in
+#: sign, and NaN equals nothing, so those repack). ``.__class__ is`` and not ``==`` alone: 1.0 == 1 == True,
+#: and a float for an integer parameter must still be refused.
 _TERMS = {
-    BY_WEAK_REFERENCE: "k[{i}]() is a[{i}]",
-    BY_INT_VALUE: "(k[{i}] is a[{i}] or (a[{i}].__class__ is int and k[{i}] == a[{i}]))",
-    BY_FLOAT_VALUE: "(k[{i}] is a[{i}] or (a[{i}].__class__ is float and k[{i}] == a[{i}] and k[{i}] != 0.0))",
-    BY_IDENTITY: "k[{i}] is a[{i}]",
+    BY_WEAK_REFERENCE: "k{i}() is x{i}",
+    BY_INT_VALUE: "(k{i} is x{i} or (x{i}.__class__ is int and k{i} == x{i}))",
+    BY_FLOAT_VALUE: "(k{i} is x{i} or (x{i}.__class__ is float and k{i} == x{i} and k{i} != 0.0))",
+    BY_IDENTITY: "k{i} is x{i}",
 }
+
+#: The check's shape: the key is bound once per pack (closure cells read as fast as locals), and unpacking the
+#: arguments both checks their number and names them, cheaper than ``len(a) == N`` and ``a[i]``.
+_SOURCE = """
+def bind({keys}):
+    def same(a):
+        try:
+            {names}, = a
+        except ValueError:
+            return False
+        return {terms}
+    return same
+"""
 
 
 def _kind(value: Any) -> str:
@@ -242,10 +256,10 @@ def _kind(value: Any) -> str:
     return BY_INT_VALUE if kind is int else BY_FLOAT_VALUE if kind is float else BY_IDENTITY
 
 
-def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]]:
+def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tuple[Any, ...]], bool]]:
     """What a pack remembers of its arguments, and the function that tells whether a launch passes them again.
 
-    Buffers are remembered by weak reference (``key[i]() is a[i]``). A buffer that has died never matches again.
+    Buffers are remembered by weak reference (``k()`` is the buffer). A buffer that has died never matches again.
     Python ints and floats match by value: ``a.size`` or ``float(alpha)`` is a new object at every call, and
     would otherwise repack every launch. Everything else must be the very same object.
     So a kernel object, which lives long, never keeps its last buffers alive.
@@ -253,28 +267,41 @@ def identity_key(args: tuple[Any, ...]) -> tuple[tuple[Any, ...], Callable[[tupl
     # Why: docs/hazards.md, "A pack remembers buffers weakly".
     kinds = tuple(_kind(a) for a in args)
     key = tuple(weakref.ref(a) if k is BY_WEAK_REFERENCE else a for a, k in zip(args, kinds, strict=True))
-    return key, _checker(kinds)
+    return key, _checker(kinds)(*key) if args else _no_arguments
 
 
-_checkers: dict[tuple[str, ...], Callable[[tuple[Any, ...], tuple[Any, ...]], bool]] = {}
+_checkers: dict[tuple[str, ...], Callable[..., Callable[[tuple[Any, ...]], bool]]] = {}
 
 
-def _checker(kinds: tuple[str, ...]) -> Callable[[tuple[Any, ...], tuple[Any, ...]], bool]:
-    """``lambda a, k: len(a) == N and k[0]() is a[0] and k[1] is a[1] ...`` for one pattern of argument kinds.
+def _checker(kinds: tuple[str, ...]) -> Callable[..., Callable[[tuple[Any, ...]], bool]]:
+    """For one pattern of argument kinds: ``bind(k0, k1, ...)``, which returns the pack's ``same(args)``.
 
+    ``same`` unpacks ``x0, x1, ... = args`` and compares each with its ``k``: ``k0() is x0 and k1 is x1 ...``.
     The check runs on every launch, and an unrolled expression is the fastest form of it.
     Its source is built from the fixed terms of :data:`_TERMS` alone, as namedtuple builds its classes.
     One function per pattern is made, once.
     """
     # Why: docs/hazards.md, "The argument identity check is generated code".
-    check = _checkers.get(kinds)
-    if check is None:
-        terms = [_TERMS[kind].format(i=i) for i, kind in enumerate(kinds)]
-        check = _checkers[kinds] = eval(f"lambda a, k: {' and '.join([f'len(a) == {len(kinds)}', *terms])}")
-    return check
+    bind = _checkers.get(kinds)
+    if bind is None:
+        count = range(len(kinds))
+        source = _SOURCE.format(
+            keys=", ".join(f"k{i}" for i in count),
+            names=", ".join(f"x{i}" for i in count),
+            terms=" and ".join(_TERMS[kind].format(i=i) for i, kind in enumerate(kinds)),
+        )
+        scope: dict[str, Any] = {}
+        exec(source, scope)  # the fixed terms above, numbered: never any text from the arguments
+        bind = _checkers[kinds] = scope["bind"]
+    return bind
 
 
-def _never(a: tuple[Any, ...], k: tuple[Any, ...]) -> bool:
+def _no_arguments(a: tuple[Any, ...]) -> bool:
+    """The check of a kernel that takes no arguments: a launch passes none again."""
+    return not a
+
+
+def _never(a: tuple[Any, ...]) -> bool:
     """The check of a pack that must not be reused: it matches nothing."""
     return False
 
@@ -283,16 +310,21 @@ class Packed(NamedTuple):
     """What :meth:`ArgPacker.pack` returns: one launch's arguments, packed."""
 
     key: tuple[Any, ...]  # what identity_key remembers of the arguments (weak references to buffers)
-    same: Callable[[tuple[Any, ...], tuple[Any, ...]], bool]  # same(args, key): the very same objects again?
+    same: Callable[[tuple[Any, ...]], bool]  # same(args): the same arguments again (the key is bound into it)?
     array: Any  # the kernelParams array: (void *) * N, the i-th pointing into slots[i]
     generation: int  # closes.generation when the arguments were checked (a later close invalidates it)
     slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
     waits: list[int]  # streams of foreign arrays the launch must be ordered after (interop.order_after)
     pending: tuple[PendingStream, ...]  # where the launch records its stream: the buffers', once each (views share)
-    seen: dict[int, int]  # id(stream) -> pending.forgets.value when every entry of `pending` listed that stream
+    # id(stream) -> this pack's last launch there: (grid, block, shared_mem, the prepared driver arguments, and
+    # the forgets.value at which every entry of `pending` listed that stream, or UNSEEN). function.py reads it.
+    launches: dict[int, tuple[Any, Any, int, tuple[Any, ...], int]]
 
 
 _new_tuple = tuple.__new__
+
+#: What a pack's launch record holds for the count before its stream was recorded on all its buffers.
+UNSEEN = -1  # forgets.value starts at 0 and only grows
 
 #: The pack a kernel starts with: it matches no arguments, so the first launch packs.
 EMPTY_PACK = Packed((), _never, None, -1, [], [], (), {})
@@ -332,6 +364,8 @@ class ArgPacker:
 
     def pack(self, args: tuple[Any, ...]) -> Packed:
         """Check ``args`` and pack them into new slots and a new array."""
+        # The close count before any address is read: a close while packing leaves the pack stale at once.
+        generation = closes.generation
         if len(args) != len(self._makers):
             raise ArgumentError(
                 f"{self.kernel} takes {len(self._makers)} argument(s) ({self.signature()}) but {len(args)} were given"
@@ -351,7 +385,7 @@ class ArgPacker:
         # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer), once each.
         # Listed once per pack, so that a launch only walks a short tuple. Views share their base's.
         pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
-        return _new_tuple(Packed, (key, same, array, closes.generation, slots, waits, pending, {}))
+        return _new_tuple(Packed, (key, same, array, generation, slots, waits, pending, {}))
 
     def signature(self) -> str:
         """The kernel's parameter types, for messages: ``u64, u64, u32``."""

@@ -99,10 +99,10 @@ def fake_buffer() -> DeviceBuffer:
 def test_a_pack_remembers_buffers_weakly_and_never_matches_a_dead_one() -> None:
     # Before: the pack kept its argument tuple, so a Function (which lives long) kept its last buffers alive.
     buf = fake_buffer()
-    key, same = identity_key((buf, 3, 1.5))
-    assert same((buf, 3, 1.5), key) is True
-    assert same((fake_buffer(), 3, 1.5), key) is False and same((buf, 4, 1.5), key) is False
-    assert same((buf, 3), key) is False  # another arity
+    _, same = identity_key((buf, 3, 1.5))
+    assert same((buf, 3, 1.5)) is True
+    assert same((fake_buffer(), 3, 1.5)) is False and same((buf, 4, 1.5)) is False
+    assert same((buf, 3)) is False  # another arity
     dead = weakref.ref(buf)
     gc.disable()
     try:
@@ -110,7 +110,7 @@ def test_a_pack_remembers_buffers_weakly_and_never_matches_a_dead_one() -> None:
         assert dead() is None, "the key must not keep the buffer alive (reference counting alone frees it)"
     finally:
         gc.enable()
-    assert same((fake_buffer(), 3, 1.5), key) is False
+    assert same((fake_buffer(), 3, 1.5)) is False
 
 
 @pytest.mark.parametrize(

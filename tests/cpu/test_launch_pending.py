@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rawcuda import ClosedError
-from rawcuda.core import boundlaunch, function, launchcall
+from rawcuda.core import boundlaunch, function, kernelargs, launchcall
 from rawcuda.core.closecounter import closes
 from rawcuda.core.context import Context
 from rawcuda.core.devicebuffer import DeviceBuffer
@@ -507,3 +507,43 @@ def test_a_launch_without_buffers_in_a_capture_is_handed_to_the_graph(ctx: Stand
     s.capturing = SimpleNamespace(record_launch=lambda stream, fn, args: kept.append(args))
     fn.launch(1, 32, 1, 2, 3, N, stream=s)
     assert kept == [(1, 2, 3, N)]
+
+
+# --- a close that lands while a launch or a bind is packing ---------------------------------------------------------
+def close_while_packing(monkeypatch: pytest.MonkeyPatch, stream: Stream) -> None:
+    """Make the next pack close ``stream`` after reading the arguments, as another thread's close() could."""
+    real = kernelargs.identity_key
+
+    def closing(args: tuple[Any, ...]) -> Any:
+        key = real(args)
+        monkeypatch.setattr(kernelargs, "identity_key", real)
+        stream._closed = True  # what close() does to the object, and to the count
+        closes.generation += 1
+        return key
+
+    monkeypatch.setattr(kernelargs, "identity_key", closing)
+
+
+def test_a_stream_closed_while_a_launch_packs_is_refused_at_the_next_launch(
+    ctx: StandInContext, launches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the pack took the count read at its end, after the close, so the next launch trusted the
+    # configuration cached before it -- and launched on the destroyed stream, with no ClosedError.
+    fn, s, c = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A), StandInBuffer(N, context=ctx)
+    fn.launch(1, 32, c, c, c, N, stream=s)
+    close_while_packing(monkeypatch, s)
+    fn.launch(1, 32, c, c, c, N + 1, stream=s)  # new arguments: packed, and the close lands meanwhile
+    with pytest.raises(ClosedError):
+        fn.launch(1, 32, c, c, c, N + 1, stream=s)
+    assert len(launches) == 2
+
+
+def test_a_stream_closed_while_binding_is_refused_at_the_next_call(
+    ctx: StandInContext, launches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    fn, s, c = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A), StandInBuffer(N, context=ctx)
+    close_while_packing(monkeypatch, s)
+    bound = fn.bind(1, 32, c, c, c, N, stream=s)
+    with pytest.raises(ClosedError):
+        bound()
+    assert launches == []
