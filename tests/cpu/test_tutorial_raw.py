@@ -295,6 +295,24 @@ def test_an_undeclared_int_argument_is_cut_to_32_bits() -> None:
     assert got != (1 << 32) + 5  # what tutorial 00a's step 6 checks: never passed through intact
 
 
+def bare_llabs() -> Any:
+    """libc's ``long long llabs(long long)`` with its restype declared and its argtypes left out."""
+    llabs = ctypes.CDLL(None)["llabs"]
+    llabs.restype = ctypes.c_longlong
+    return llabs
+
+
+def test_an_undeclared_int_reaches_a_64_bit_parameter_sign_extended(fake_host_libcuda: Path) -> None:
+    llabs = bare_llabs()
+    assert llabs((1 << 32) + 5) == 5  # the upper half is zero: not whatever the register held
+    assert llabs((1 << 32) - 5) == 5  # 0xfffffffb arrived as -5, not as 4,294,967,291
+    proc = run_raw(DECLARATIONS, RAWCUDA_LIBCUDA=str(fake_host_libcuda))
+    step6 = proc.stdout.split("== step 6:")[1].split("== step 7:")[0]
+    assert "undeclared llabs(0x100000005) -> 5; undeclared llabs(0xfffffffb) -> 5" in step6, proc.stdout
+    assert "ok: an undeclared int reaches a 64-bit parameter sign-extended" in step6
+    assert "whatever" not in step6  # the upper half is the int's sign, shown above
+
+
 def test_the_errcheck_names_the_code(declarations: ModuleType, handmade: ModuleType, fake_host_libcuda: Path) -> None:
     lib = ctypes.CDLL(str(fake_host_libcuda))
     declarations.declare(lib)
