@@ -31,7 +31,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_int, c_longlong, c_size_t, c_uint, c_uint64, c_void_p
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +39,6 @@ import numpy as np
 from _handmade import (
     CUDA_ERROR_OUT_OF_MEMORY,
     CUDA_SUCCESS,
-    LOW_32_BITS,
     NO_GPU_CODES,
     CUcontext,
     CUdevice,
@@ -215,10 +214,24 @@ def main(t: Tutorial) -> None:
     for dptr in (d_a, d_b, d_c):
         lib.cuMemAlloc_v2(byref(dptr), nbytes)  # the driver writes the new address into dptr
     t.say(f"a at {d_a.value:#x}, b at {d_b.value:#x}, c at {d_c.value:#x} ({nbytes:,} bytes each)")
+    # What an undeclared call would pass for a: libc's llabs hands back what arrived (its magnitude).
+    bare_llabs = ctypes.CDLL(None)["llabs"]  # long long llabs(long long): a fresh pointer, argtypes left out
+    bare_llabs.restype = c_longlong  # the result declared, so what arrived comes back whole
+    as_object, as_int = bare_llabs(d_a), bare_llabs(d_a.value)
     t.say(
-        f"had cuMemFree_v2 been left undeclared, cuMemFree_v2(a) would have received "
-        f"{c_int(d_a.value).value & LOW_32_BITS:#x}\n(the low 32 bits of {d_a.value:#x}): freeing the wrong address\n"
-        "(tutorial 00a, step 6: what an undeclared int argument loses)"
+        "what an undeclared call receives, shown on libc's llabs (long long llabs(long long) returns the\n"
+        "magnitude of what arrived), with its restype declared and its argtypes left out, as cuMemFree_v2's\n"
+        "would be without declare():\n"
+        f"  llabs(a)       -> {as_object:#x}: a is a CUdeviceptr, a ctypes c_uint64 object; it brings its\n"
+        "                    own C type, so all 64 bits arrive\n"
+        f"  llabs(a.value) -> {as_int:#x}: a plain Python int; ctypes passes it as a C int, the low 32 bits\n"
+        "Undeclared, cuMemFree_v2(a) would still free a; cuMemFree_v2(a.value) would free the wrong address\n"
+        "(tutorial 00a, step 6: what an undeclared int argument loses). Declared, both pass the same 8 bytes."
+    )
+    t.check(as_object == d_a.value, "undeclared, a c_uint64 object arrives whole: llabs(a) is a's address")
+    t.check(
+        as_int == abs(c_int(d_a.value).value) != d_a.value,
+        "undeclared, a plain int arrives as a C int, a's low 32 bits: llabs(a.value) is not a's address",
     )
     huge = CUdeviceptr()
     oom = expect_failure(lambda: lib.cuMemAlloc_v2(byref(huge), ABSURD_BYTES), "allocating 1 TiB")

@@ -24,6 +24,7 @@ import ast
 import ctypes
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -311,6 +312,20 @@ def test_an_undeclared_int_reaches_a_64_bit_parameter_sign_extended(fake_host_li
     assert "undeclared llabs(0x100000005) -> 5; undeclared llabs(0xfffffffb) -> 5" in step6, proc.stdout
     assert "ok: an undeclared int reaches a 64-bit parameter sign-extended" in step6
     assert "whatever" not in step6  # the upper half is the int's sign, shown above
+
+
+def test_an_undeclared_ctypes_object_is_passed_whole(fake_host_libcuda: Path) -> None:
+    llabs, wide = bare_llabs(), (1 << 40) + 5
+    assert llabs(ctypes.c_uint64(wide)) == wide  # a ctypes object brings its own C type: all 64 bits
+    assert llabs(wide) == 5  # a plain int is passed as a C int
+    proc = run_raw(KERNEL, RAWCUDA_LIBCUDA=str(fake_host_libcuda))
+    step3 = proc.stdout.split("== step 3:")[1].split("== step 4:")[0]
+    address = int(re.search(r"a at (0x[0-9a-f]+)", step3)[1], 16)
+    whole = re.search(r"llabs\(a\)\s+-> (0x[0-9a-f]+)", step3)
+    cut = re.search(r"llabs\(a\.value\) -> (0x[0-9a-f]+)", step3)
+    assert whole and int(whole[1], 16) == address, step3  # the CUdeviceptr object, undeclared
+    assert cut and int(cut[1], 16) == abs(ctypes.c_int(address).value) != address, step3  # a.value
+    assert "cuMemFree_v2(a) would still free a" in step3
 
 
 def test_the_errcheck_names_the_code(declarations: ModuleType, handmade: ModuleType, fake_host_libcuda: Path) -> None:
