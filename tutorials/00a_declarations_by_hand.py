@@ -352,12 +352,15 @@ def main(t: Tutorial) -> None:
         "cust, the seed's library, has the same two halves, generated instead of hand-written:\n"
         "  let d_a = DeviceBuffer::from_slice(&host_a)?;             // cuda_malloc + copy_from\n"
         "  let d_c = unsafe { DeviceBuffer::<f32>::uninitialized(n)? };\n"
-        "cust::memory::cuda_malloc calls driver_sys::cuMemAlloc(&mut ptr, size).to_result()?: the row comes\n"
-        "from bindgen over cuda.h (crate cust_raw), whose build script expands cuda.h's #defines with the C\n"
-        "preprocessor so that the Rust name cuMemAlloc links to the symbol cuMemAlloc_v2; to_result() is the\n"
-        "errcheck, a match from CUresult to CudaError (CudaError::OutOfMemory carries no sizes: the seed's\n"
-        "OutOfMemory { requested, available } is the seed's own type). Tutorial 00b goes on, as bare as this,\n"
-        "to a launch: kernelParams built by hand, the array cust's launch! builds."
+        "In Rust-CUDA at commit ac2674f (Cargo.toml: 0.3.2), cust::memory::cuda_malloc calls\n"
+        "driver_sys::cuMemAlloc(&mut ptr, size).to_result()?: the row comes from bindgen over cuda.h (crate\n"
+        "cust_raw), whose build script expands cuda.h's #defines with the C preprocessor so that the Rust name\n"
+        "cuMemAlloc links to the symbol cuMemAlloc_v2; to_result() is the errcheck, a match from CUresult to\n"
+        "CudaError (CudaError::OutOfMemory carries no sizes: the seed's OutOfMemory { requested, available } is\n"
+        "the seed's own type). crates.io's cust 0.3.2 (2022) is older code: its rows were generated once, from\n"
+        "CUDA 11.4's cuda.h, and it calls the versioned name itself, cuda::cuMemAlloc_v2(&mut ptr, size).\n"
+        "Tutorial 00b goes on, as bare as this, to a launch: kernelParams built by hand, the array cust's\n"
+        "launch! builds."
     )
 
 

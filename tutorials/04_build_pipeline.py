@@ -273,6 +273,8 @@ def the_cust_way(t: Tutorial) -> None:
         "The bindings are built too: cust_raw's build script runs bindgen over the cuda.h it finds, and\n"
         "expands cuda.h's #define cuMemAlloc cuMemAlloc_v2 (with the C preprocessor) so that\n"
         "each Rust name links to the versioned symbol -- decided by the headers on the build machine.\n"
+        "(crates.io's cust 0.3.2, the 2022 code, builds none: its cust_raw 0.11.3 ships bindings generated once\n"
+        "from CUDA 11.4's cuda.h, and cust calls the versioned names itself, cuda::cuMemAlloc_v2.)\n"
         "rawcuda writes that table by hand (layer 0) and proves it against cuda.h in CI."
     )
 
