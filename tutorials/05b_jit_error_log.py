@@ -152,7 +152,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Module::from_ptx returns Err(CudaError::InvalidPtx), without the log")
     t.say(
-        "cust 0.3.2 (crates/cust/src/module.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/module.rs):\n"
         "  let module = Module::from_ptx(ptx, &[]);   // cuModuleLoadDataEx with the options given, here none\n"
         f'  // -> Err(CudaError::InvalidPtx), which prints as "{error.description}"\n'
         "The options cust can pass are ModuleJitOption::{MaxRegisters, OptLevel, DetermineTargetFromContext,\n"

@@ -186,7 +186,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: launch! checks only that each argument is DeviceCopy -- all five mistakes compile")
     t.say(
-        "cust 0.3.2 (crates/cust/src/function.rs: the macro; cust_core: DeviceCopy):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/function.rs: the macro; cust_core: DeviceCopy):\n"
         "  unsafe {\n"
         "      launch!(vector_add<<<grid, block, 0, stream>>>(c.as_device_ptr(), a.as_device_ptr(),\n"
         "                                                      b.as_device_ptr()))?;          // 3 of 4\n"

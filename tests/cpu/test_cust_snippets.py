@@ -5,7 +5,7 @@ ac2674f: its cust calls ``cust_raw::driver_sys``, bindings bindgen writes when c
 ``crates/cust/src/lib.rs`` re-exports no ``sys``. The crates.io release of February 2022 is older code: it
 has ``pub use cust_raw as sys;``, bindings generated once from CUDA 11.4 (``crates/cust_raw/src/cuda.rs``)
 and calls such as ``cuda::cuMemAlloc_v2``. A spelling of that release is therefore shown only beside the
-word crates.io.
+word crates.io; a bare "cust 0.3.2" names the tree it was read from.
 """
 
 from __future__ import annotations
@@ -50,3 +50,15 @@ def test_a_crates_io_spelling_is_shown_beside_the_word_crates_io(path: Path) -> 
         if CRATES_IO not in around(text, found.start(), found.end())
     ]
     assert not bare, f"only crates.io's cust 0.3.2 has these; the cited tree {CITED_TREE} does not: {bare}"
+
+
+@pytest.mark.parametrize("path", TEXTS, ids=shown)
+def test_cust_0_3_2_names_the_tree_it_was_read_from(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    unnamed = [
+        f"{shown(path)}:{text.count(chr(10), 0, found.start()) + 1}"
+        for found in re.finditer(r"cust 0\.3\.2|Cargo\.toml(?: says|:) 0\.3\.2", text)
+        if CITED_TREE not in around(text, found.start(), found.end())
+        and CRATES_IO not in around(text, found.start(), found.end())
+    ]
+    assert not unnamed, f"say which cust 0.3.2: Rust-CUDA at {CITED_TREE}, or the crates.io release: {unnamed}"
