@@ -298,8 +298,9 @@ def main(t: Tutorial) -> None:
     t.say(
         f"grid = ceil({N:,} / {BLOCK}) = {grid:,} blocks: one thread per element, as for a naive kernel. The\n"
         "shipped kernel (tutorial 01 shows it) loops grid-stride over float4s, so any grid covers any n.\n"
-        "cust's launch!(f<<<grid, block, 0, stream>>>(c, a, b, n)) builds the same kernelParams array as the\n"
-        "step before, `&arg as *const _ as *mut c_void` for each."
+        "cust's unsafe { launch!(f<<<grid, block, 0, stream>>>(c.as_device_ptr(), a.as_device_ptr(),\n"
+        "b.as_device_ptr(), n)) } builds the same kernelParams array as the step before, `&arg as *const _ as\n"
+        "*mut c_void` for each (an unsafe block: the macro calls an unsafe fn)."
     )
 
     t.step("copy c back and compare every element with numpy")

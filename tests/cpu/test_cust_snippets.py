@@ -10,6 +10,7 @@ word crates.io; a bare "cust 0.3.2" names the tree it was read from.
 
 from __future__ import annotations
 
+import ast
 import re
 from pathlib import Path
 
@@ -62,3 +63,54 @@ def test_cust_0_3_2_names_the_tree_it_was_read_from(path: Path) -> None:
         and CRATES_IO not in around(text, found.start(), found.end())
     ]
     assert not unnamed, f"say which cust 0.3.2: Rust-CUDA at {CITED_TREE}, or the crates.io release: {unnamed}"
+
+
+# --- launch!: what compiles ------------------------------------------------------------------------------------
+TUTORIALS = sorted((ROOT / "tutorials").glob("[0-9][0-9]*_*.py"))
+LAUNCH = "launch!("
+UNSAFE_BLOCK = "unsafe {"
+
+
+def literal_text(node: ast.AST) -> str:
+    """The text a call's string arguments print: constants, f-string pieces (a placeholder for each value)."""
+    if isinstance(node, ast.Constant) and isinstance(node.value, str):
+        return node.value
+    if isinstance(node, ast.JoinedStr):
+        return "".join(literal_text(part) if isinstance(part, ast.Constant) else "{}" for part in node.values)
+    if isinstance(node, ast.BinOp) and isinstance(node.op, ast.Add):
+        return literal_text(node.left) + literal_text(node.right)
+    return ""
+
+
+def printed_snippets(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every call whose string arguments show a launch! of cust."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), filename=str(path))):
+        if isinstance(node, ast.Call):
+            text = "\n".join(literal_text(arg) for arg in node.args)
+            if LAUNCH in text:
+                found.append((node.lineno, text))
+    return found
+
+
+def test_the_tutorials_show_launch() -> None:
+    assert sum(len(printed_snippets(path)) for path in TUTORIALS) > 1, "the search below finds the snippets"
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.stem)
+def test_every_launch_shown_is_inside_an_unsafe_block(path: Path) -> None:
+    """launch! expands to a call of the unsafe fn Stream::launch: outside an unsafe block it is error E0133."""
+    outside = [
+        f"{path.name}:{line}"
+        for line, text in printed_snippets(path)
+        for found in re.finditer(re.escape(LAUNCH), text)
+        if text.count(UNSAFE_BLOCK, 0, found.start()) == 0
+    ]
+    assert not outside, f"launch! outside `unsafe {{ ... }}` does not compile: {outside}"
+
+
+def test_02_launches_with_device_pointers() -> None:
+    """launch! takes DeviceCopy values; a DeviceBuffer is not one (and `&buf` would pass the struct's address)."""
+    (line, text), *_ = printed_snippets(ROOT / "tutorials" / "02_classes_vector_add.py")
+    arguments = text.split(">>>(", 1)[1]
+    assert arguments.count(".as_device_ptr()") == 3, f"02_classes_vector_add.py:{line}: {text}"
