@@ -114,3 +114,9 @@ def test_02_launches_with_device_pointers() -> None:
     (line, text), *_ = printed_snippets(ROOT / "tutorials" / "02_classes_vector_add.py")
     arguments = text.split(">>>(", 1)[1]
     assert arguments.count(".as_device_ptr()") == 3, f"02_classes_vector_add.py:{line}: {text}"
+
+
+def test_function_has_no_launch_method() -> None:
+    """cust's Function has no launch: the launch! macro calls the hidden Stream::launch."""
+    said = [shown(path) for path in TEXTS if "Function::launch" in path.read_text(encoding="utf-8")]
+    assert not said, f"there is no Function::launch in cust: {said}"
