@@ -120,3 +120,17 @@ def test_function_has_no_launch_method() -> None:
     """cust's Function has no launch: the launch! macro calls the hidden Stream::launch."""
     said = [shown(path) for path in TEXTS if "Function::launch" in path.read_text(encoding="utf-8")]
     assert not said, f"there is no Function::launch in cust: {said}"
+
+
+def readme_row(path: Path) -> list[str]:
+    """The cells of tutorials/README.md's table row for the tutorial ``path``."""
+    readme = (ROOT / "tutorials" / "README.md").read_text(encoding="utf-8")
+    (row,) = [line for line in readme.splitlines() if line.startswith(f"| {path.stem.split('_', 1)[0]} | ")]
+    return [cell.strip() for cell in row.strip("|").split(" | ")]
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=lambda p: p.stem)
+def test_the_readme_claims_cust_code_only_where_the_tutorial_shows_it(path: Path) -> None:
+    mirrored = readme_row(path)[-1]  # the last column: "cust item it mirrors"
+    if "cust" not in path.read_text(encoding="utf-8"):
+        assert mirrored.startswith("none"), f"{path.name} shows no cust code, but its README row lists: {mirrored}"
