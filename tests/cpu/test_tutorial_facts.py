@@ -1,7 +1,8 @@
-"""What the GPU-only tutorials state about cuda.h and the driver, checked where it can be without a GPU.
+"""What the GPU-only tutorials state about cuda.h, the driver and rawcuda's messages, checked without a GPU.
 
 A tutorial that needs a GPU skips here, so the helpers that compute what it prints are imported and run
-directly, against the cuda.h of this machine when there is one.
+directly, against the cuda.h of this machine when there is one, and the messages it shows are built the
+way rawcuda builds them.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from rawcuda.checked.errors import ModuleLoadError
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.results import Result
 from rawcuda.tools import cheader
@@ -53,3 +55,15 @@ def test_the_mps_api_the_docs_name_is_in_cuda_h() -> None:
         said = " ".join((ROOT / text).read_text(encoding="utf-8").split())
         assert "CU_DEVICE_ATTRIBUTE_MPS_ENABLED" in said and "cuCtxGetExecAffinity" in said, text
         assert "no binding wraps" not in said and "not an API" not in said, text
+
+
+def test_the_invalid_ptx_hint_points_up_at_the_log_printed_above_it() -> None:
+    """05b prints a ModuleLoadError: the JIT's log is one of its details, and the hint comes after them."""
+    log = "ptxas application ptx input, line 26; error   : Unknown symbol '%f3'"
+    error = ModuleLoadError(Result.ERROR_INVALID_PTX, call="cuModuleLoadDataEx").with_details(
+        ["module: broken.ptx (ptx)", f"JIT error log:\n    {log}"]
+    )
+    message = str(error)
+    hint = next(line for line in message.splitlines() if line.strip().startswith("hint:"))
+    assert message.index(log) < message.index(hint), message
+    assert "log above" in hint and "below" not in hint, hint
