@@ -282,7 +282,7 @@ def main(t: Tutorial) -> None:
         f"dlsym(cuMemAlloc_v2) = {v2_address or 0:#x}\n"
         f'cuGetProcAddress("cuMemAlloc", &pfn, {CUDA_3_1} = CUDA 3.1, ...) -> result {old_rc}, {old.value or 0:#x}'
         f"{'' if plain_address is None else f'; dlsym(cuMemAlloc) = {plain_address:#x}'}\n"
-        "(tutorial 12 and rawcuda/checked/procaddress.py follow this road further)"
+        "(tutorial 12b and rawcuda/checked/procaddress.py follow this road further)"
     )
     t.check(pfn.value == v2_address, "asked by name and version, the driver answers with cuMemAlloc_v2")
 

@@ -318,7 +318,7 @@ def main(t: Tutorial) -> None:
     t.say(
         "cuModuleUnload, cuMemFree_v2 x3, cuCtxSetCurrent(NULL), cuDevicePrimaryCtxRelease_v2 -- every result\n"
         "checked by the errcheck. Release the context first and the frees would name memory of a context\n"
-        "that is gone: the seed's RAII warning, which rawcuda's Context.close() enforces (tutorials 02, 07)."
+        "that is gone: the seed's RAII warning, which rawcuda's Context.close() enforces (tutorials 02, 07b)."
     )
 
 

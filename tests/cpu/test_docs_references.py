@@ -40,3 +40,34 @@ def test_sizes_in_kilobytes_are_kib(path: Path) -> None:
     text = path.read_text(encoding="utf-8")
     found = [f"{shown(path)}:{line_of(text, m.start())}: {m[0]}" for m in DECIMAL_KILOBYTES.finditer(text)]
     assert not found, f"the GPU's sizes are binary: write KiB (1,024 bytes), not KB: {found}"
+
+
+NUMBERS = {path.stem.split("_", 1)[0] for path in TUTORIAL_DIR.glob("[0-9][0-9]*_*.py")}  # "00a", "08", ...
+NUMBER = r"\d\d[a-z]?\b"
+# "tutorial 06", "Tutorials 02, 07", "tutorials 05 and 07b", "tutorial 03a-03c": each number must exist.
+REFERENCE = re.compile(rf"\b[Tt]utorials? ({NUMBER}(?:(?:, | and | or |-|/){NUMBER})*)")
+
+
+def references(text: str) -> list[tuple[int, str]]:
+    """(offset, number) of every tutorial number the text refers to."""
+    return [(found.start(), number) for found in REFERENCE.finditer(text) for number in re.findall(NUMBER, found[1])]
+
+
+def test_the_reference_pattern_reads_lists() -> None:
+    text = "tutorial 06's race; tutorials 02, 07b and 13; Tutorial 03a-03c"
+    assert [number for _, number in references(text)] == ["06", "02", "07b", "13", "03a", "03c"]
+
+
+@pytest.mark.parametrize("path", TEXTS, ids=shown)
+def test_every_tutorial_referred_to_exists(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    missing = [f"{shown(path)}:{line_of(text, at)}: {n}" for at, n in references(text) if n not in NUMBERS]
+    assert not missing, f"no tutorial has these numbers (split topics have lettered parts): {missing}"
+
+
+def test_the_glossary_lists_tutorials_by_their_own_numbers() -> None:
+    glossary = ROOT / "docs" / "glossary.md"
+    lines = [line for line in glossary.read_text(encoding="utf-8").splitlines() if "*Tutorials:*" in line]
+    listed = [(line, n) for line in lines for n in re.findall(NUMBER, line.split("*Tutorials:*", 1)[1])]
+    missing = sorted({n for _, n in listed if n not in NUMBERS})
+    assert listed and not missing, f"docs/glossary.md lists tutorials that do not exist: {missing}"

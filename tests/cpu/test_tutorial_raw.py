@@ -138,7 +138,7 @@ def method_calls(tree: ast.AST, method: str) -> list[ast.Call]:
     ids=lambda check: check.__name__,
 )
 def test_raw_tutorial_has_the_shape_of_every_tutorial(check: Any, name: str) -> None:
-    check(name)  # the same checks as tutorials 05-08 (tests/cpu/test_tutorials_content.py)
+    check(name)  # the same checks as tutorials 05a-08 (tests/cpu/test_tutorials_content.py)
 
 
 def rawcuda_imports(tree: ast.AST) -> list[ast.stmt]:
