@@ -71,3 +71,14 @@ def test_the_glossary_lists_tutorials_by_their_own_numbers() -> None:
     listed = [(line, n) for line in lines for n in re.findall(NUMBER, line.split("*Tutorials:*", 1)[1])]
     missing = sorted({n for _, n in listed if n not in NUMBERS})
     assert listed and not missing, f"docs/glossary.md lists tutorials that do not exist: {missing}"
+
+
+STEMS = {path.stem for path in TUTORIAL_DIR.glob("[0-9][0-9]*_*.py")}
+ONLY = re.compile(r"record_outputs\.py --only (\w+)")
+
+
+@pytest.mark.parametrize("path", [*TEXTS, TUTORIAL_DIR / "record_outputs.py"], ids=shown)
+def test_every_recording_command_names_a_tutorial(path: Path) -> None:
+    text = path.read_text(encoding="utf-8")
+    wrong = [f"{shown(path)}:{line_of(text, m.start())}: {m[1]}" for m in ONLY.finditer(text) if m[1] not in STEMS]
+    assert not wrong, f"--only takes a tutorial's file name without .py; no tutorial is called: {wrong}"
