@@ -21,7 +21,8 @@ The declarations are here, in ``declare()``, and step 3 prints them; what 00a an
 types in ctypes, the CUresult numbers, the errcheck, the no-GPU exit) is in ``tutorials/_handmade.py``,
 as bare. Nothing in this file imports rawcuda before the last step, and no driver call here goes through
 it. (The shared frame ``tutorials/_tutorial.py`` imports rawcuda to recognise its no-GPU errors; that
-touches no driver.) No libcuda, the toolkit's stub, or no device -> one ``skipped:`` line, status 77.
+touches no driver.) No libcuda, the toolkit's stub, or no device -> one ``skipped:`` line, status 77; the
+line names this tutorial's run recorded on a GPU (``tutorials/output/00a_declarations_by_hand.txt``).
 
 ``$RAWCUDA_LIBCUDA``, when set, names the file to open instead of the soname (rawcuda's own override).
 The CPU tests point it at ``tests/fakecuda/fakehost.c``, a look-alike whose "device" is the host.

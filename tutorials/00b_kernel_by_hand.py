@@ -18,7 +18,8 @@ works): without a GPU it is the only call made. ``declare()`` below writes ``res
 for 15 functions, those called after it (00a explains each piece); the C types, the errcheck and the
 no-GPU exit come from ``tutorials/_handmade.py``, shared with 00a and as bare. Nothing in this file
 imports rawcuda; the kernel is the project's ``rawcuda/kernels/vector_add.ptx``, read as a file. No
-libcuda, the toolkit's stub, or no device -> one ``skipped:`` line and status 77.
+libcuda, the toolkit's stub, or no device -> one ``skipped:`` line and status 77; the line names this
+tutorial's run recorded on a GPU (``tutorials/output/00b_kernel_by_hand.txt``).
 
 ``$RAWCUDA_LIBCUDA``, when set, names the file to open instead of the soname (rawcuda's own override).
 The CPU tests point it at ``tests/fakecuda/fakehost.c``, a look-alike whose "device" is the host and whose

@@ -274,7 +274,15 @@ def test_raw_tutorial_skips_on_the_stub(name: str, fake_libcuda: Path) -> None:
     output = proc.stdout + proc.stderr
     assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
-    assert skipped == ["skipped: no usable GPU here (cuInit returned 34: the toolkit's stub libcuda)"], output
+    why = "cuInit returned 34: the toolkit's stub libcuda"
+    assert skipped == [f"skipped: no usable GPU here ({why}){recording_note(name)}"], output
+
+
+def recording_note(name: str) -> str:
+    """What 00a's and 00b's skip line ends with: where the run recorded on a GPU is, for a reader without one."""
+    recorded = f"tutorials/output/{Path(name).stem}.txt"
+    assert (ROOT / recorded).is_file(), f"{recorded} is missing"
+    return f"; what it prints on a GPU: {recorded}"
 
 
 @pytest.mark.parametrize("name", RAW)
@@ -284,6 +292,7 @@ def test_raw_tutorial_skips_without_a_libcuda(name: str, tmp_path: Path) -> None
     assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
     assert len(skipped) == 1 and skipped[0].startswith("skipped: no usable GPU here (OSError: "), output
+    assert skipped[0].endswith(recording_note(name)), output  # the reader without a GPU starts here
 
 
 # --- tutorial 00a: the demonstrations without a driver --------------------------------------------------------------
