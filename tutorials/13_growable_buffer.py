@@ -168,8 +168,9 @@ def main(t: Tutorial) -> None:
         f"with no address yet (free device memory {before_create:,.0f} -> {after_create:,.0f} MiB; released again).\n"
         "Who owns what: `prop` is an input (const CUmemAllocationProp *), read during each call, so a local is\n"
         "enough; the handle owns the memory until cuMemRelease -- and, once mapped, until cuMemUnmap as well.\n"
-        "cust: no VMM API (nothing in cust calls cuMemCreate, cuMemMap or cuMemAddressReserve). Its bindgen\n"
-        "crate cust_raw::driver_sys has the functions and CUmemAllocationProp: the seed's 'fall back to FFI'."
+        "cust (Rust-CUDA at ac2674f): no VMM API (nothing in cust calls cuMemCreate, cuMemMap or\n"
+        "cuMemAddressReserve). Its bindgen crate cust_raw::driver_sys has the functions and CUmemAllocationProp:\n"
+        "the seed's 'fall back to FFI' (crates.io's 2022 cust 0.3.2 has them as cust::sys)."
     )
     t.check(
         raw_granularity.value == granularity and handle.value != 0,
