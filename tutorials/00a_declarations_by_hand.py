@@ -21,7 +21,8 @@ The declarations are here, in ``declare()``, and step 3 prints them; what 00a an
 types in ctypes, the CUresult numbers, the errcheck, the no-GPU exit) is in ``tutorials/_handmade.py``,
 as bare. Nothing in this file imports rawcuda before the last step, and no driver call here goes through
 it. (The shared frame ``tutorials/_tutorial.py`` imports rawcuda to recognise its no-GPU errors; that
-touches no driver.) No libcuda, the toolkit's stub, or no device -> one ``skipped:`` line, status 77.
+touches no driver.) No libcuda, the toolkit's stub, or no device -> one ``skipped:`` line, status 77; the
+line names this tutorial's run recorded on a GPU (``tutorials/output/00a_declarations_by_hand.txt``).
 
 ``$RAWCUDA_LIBCUDA``, when set, names the file to open instead of the soname (rawcuda's own override).
 The CPU tests point it at ``tests/fakecuda/fakehost.c``, a look-alike whose "device" is the host.
@@ -34,7 +35,7 @@ from __future__ import annotations
 import ctypes
 import inspect
 import textwrap
-from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_int, c_longlong, c_size_t, c_uint, c_uint64, c_void_p
 from typing import Any
 
 from _handmade import (
@@ -60,6 +61,7 @@ CUDA_3_1 = 3010  # the last CUDA whose cuMemAlloc took 32-bit sizes and pointers
 NAME_BYTES = 256  # buffer for cuDeviceGetName
 BAD_ORDINAL = 99  # a device this machine does not have
 TOO_BIG_FOR_INT = (1 << 32) + 5  # 4 GiB + 5: the size a 32-bit int cannot hold
+SIGN_BIT_SET = (1 << 32) - 5  # 0xfffffffb: as a 32-bit C int, -5
 LIBC_BUFFER_BYTES = 16
 VERSION_MAJOR, VERSION_MINOR = 1000, 10  # CUDA versions are major * 1000 + minor * 10: 13000 is 13.0
 
@@ -211,11 +213,28 @@ def main(t: Tutorial) -> None:
     t.say(
         f"in:  undeclared abs({TOO_BIG_FOR_INT:#x}) {outcome}\n"
         "     With no argtypes a Python int travels as a 32-bit C int: on 64-bit Linux the high bits are\n"
-        "     silently dropped (a 32-bit `long`, as on Windows, raises instead). Undeclared, cuMemAlloc_v2(&p,\n"
-        "     4 GiB + 5) would hand the driver a size_t whose low half is 5 and whose high half is whatever\n"
-        "     the CPU left there -- so this tutorial never makes that call."
+        "     silently dropped (a 32-bit `long`, as on Windows, raises instead)."
     )
     t.check(outcome != f"-> {TOO_BIG_FOR_INT}", "an undeclared call does not pass a 33-bit int through intact")
+    # A 64-bit parameter shows what fills the upper half: llabs hands back the magnitude of what arrived.
+    bare_llabs = libc["llabs"]  # long long llabs(long long): argtypes left out, as for abs
+    bare_llabs.restype = c_longlong  # the result declared, so all 64 bits that arrived come back
+    small, negative = bare_llabs(TOO_BIG_FOR_INT), bare_llabs(SIGN_BIT_SET)
+    low, as_int = TOO_BIG_FOR_INT & LOW_32_BITS, c_int(SIGN_BIT_SET).value  # what a C int keeps of each
+    t.say(
+        f"     undeclared llabs({TOO_BIG_FOR_INT:#x}) -> {small}; undeclared llabs({SIGN_BIT_SET:#x}) -> {negative}\n"
+        "     llabs takes 8 bytes, and ctypes gave it a 4-byte int. The x86-64 ABI leaves the upper half of\n"
+        "     such an argument unspecified; ctypes (libffi) sign-extends the int to 64 bits, so what arrives\n"
+        f"     is not garbage: {TOO_BIG_FOR_INT:#x} arrives as exactly {low}, and {SIGN_BIT_SET:#x} (the C int "
+        f"{as_int}) as {as_int},\n"
+        f"     not {SIGN_BIT_SET:,}. Undeclared, cuMemAlloc_v2(&p, 4 GiB + 5) would ask the driver for exactly\n"
+        f"     {low} bytes, and a size of {SIGN_BIT_SET:#x} would arrive as 2**64 - {-as_int}: wrong sizes, "
+        "never random ones."
+    )
+    t.check(
+        small == low and negative == -as_int,
+        "an undeclared int reaches a 64-bit parameter sign-extended: its low 32 bits, nothing left over",
+    )
     buf = ctypes.create_string_buffer(LIBC_BUFFER_BYTES)
     address = ctypes.addressof(buf)
     memset_int = libc["memset"]  # void *memset(void *s, int c, size_t n): returns s
@@ -264,7 +283,7 @@ def main(t: Tutorial) -> None:
         f"dlsym(cuMemAlloc_v2) = {v2_address or 0:#x}\n"
         f'cuGetProcAddress("cuMemAlloc", &pfn, {CUDA_3_1} = CUDA 3.1, ...) -> result {old_rc}, {old.value or 0:#x}'
         f"{'' if plain_address is None else f'; dlsym(cuMemAlloc) = {plain_address:#x}'}\n"
-        "(tutorial 12 and rawcuda/checked/procaddress.py follow this road further)"
+        "(tutorial 12b and rawcuda/checked/procaddress.py follow this road further)"
     )
     t.check(pfn.value == v2_address, "asked by name and version, the driver answers with cuMemAlloc_v2")
 
@@ -334,12 +353,15 @@ def main(t: Tutorial) -> None:
         "cust, the seed's library, has the same two halves, generated instead of hand-written:\n"
         "  let d_a = DeviceBuffer::from_slice(&host_a)?;             // cuda_malloc + copy_from\n"
         "  let d_c = unsafe { DeviceBuffer::<f32>::uninitialized(n)? };\n"
-        "cust::memory::cuda_malloc calls driver_sys::cuMemAlloc(&mut ptr, size).to_result()?: the row comes\n"
-        "from bindgen over cuda.h (crate cust_raw), whose build script expands cuda.h's #defines with the C\n"
-        "preprocessor so that the Rust name cuMemAlloc links to the symbol cuMemAlloc_v2; to_result() is the\n"
-        "errcheck, a match from CUresult to CudaError (CudaError::OutOfMemory carries no sizes: the seed's\n"
-        "OutOfMemory { requested, available } is the seed's own type). Tutorial 00b goes on, as bare as this,\n"
-        "to a launch: kernelParams built by hand, the array cust's launch! builds."
+        "In Rust-CUDA at commit ac2674f (Cargo.toml: 0.3.2), cust::memory::cuda_malloc calls\n"
+        "driver_sys::cuMemAlloc(&mut ptr, size).to_result()?: the row comes from bindgen over cuda.h (crate\n"
+        "cust_raw), whose build script expands cuda.h's #defines with the C preprocessor so that the Rust name\n"
+        "cuMemAlloc links to the symbol cuMemAlloc_v2; to_result() is the errcheck, a match from CUresult to\n"
+        "CudaError (CudaError::OutOfMemory carries no sizes: the seed's OutOfMemory { requested, available } is\n"
+        "the seed's own type). crates.io's cust 0.3.2 (2022) is older code: its rows were generated once, from\n"
+        "CUDA 11.4's cuda.h, and it calls the versioned name itself, cuda::cuMemAlloc_v2(&mut ptr, size).\n"
+        "Tutorial 00b goes on, as bare as this, to a launch: kernelParams built by hand, the array cust's\n"
+        "launch! builds."
     )
 
 

@@ -18,7 +18,8 @@ works): without a GPU it is the only call made. ``declare()`` below writes ``res
 for 15 functions, those called after it (00a explains each piece); the C types, the errcheck and the
 no-GPU exit come from ``tutorials/_handmade.py``, shared with 00a and as bare. Nothing in this file
 imports rawcuda; the kernel is the project's ``rawcuda/kernels/vector_add.ptx``, read as a file. No
-libcuda, the toolkit's stub, or no device -> one ``skipped:`` line and status 77.
+libcuda, the toolkit's stub, or no device -> one ``skipped:`` line and status 77; the line names this
+tutorial's run recorded on a GPU (``tutorials/output/00b_kernel_by_hand.txt``).
 
 ``$RAWCUDA_LIBCUDA``, when set, names the file to open instead of the soname (rawcuda's own override).
 The CPU tests point it at ``tests/fakecuda/fakehost.c``, a look-alike whose "device" is the host and whose
@@ -31,7 +32,7 @@ from __future__ import annotations
 
 import ctypes
 import re
-from ctypes import POINTER, byref, c_char_p, c_int, c_size_t, c_uint, c_uint64, c_void_p
+from ctypes import POINTER, byref, c_char_p, c_int, c_longlong, c_size_t, c_uint, c_uint64, c_void_p
 from pathlib import Path
 from typing import Any
 
@@ -39,7 +40,6 @@ import numpy as np
 from _handmade import (
     CUDA_ERROR_OUT_OF_MEMORY,
     CUDA_SUCCESS,
-    LOW_32_BITS,
     NO_GPU_CODES,
     CUcontext,
     CUdevice,
@@ -215,10 +215,24 @@ def main(t: Tutorial) -> None:
     for dptr in (d_a, d_b, d_c):
         lib.cuMemAlloc_v2(byref(dptr), nbytes)  # the driver writes the new address into dptr
     t.say(f"a at {d_a.value:#x}, b at {d_b.value:#x}, c at {d_c.value:#x} ({nbytes:,} bytes each)")
+    # What an undeclared call would pass for a: libc's llabs hands back what arrived (its magnitude).
+    bare_llabs = ctypes.CDLL(None)["llabs"]  # long long llabs(long long): a fresh pointer, argtypes left out
+    bare_llabs.restype = c_longlong  # the result declared, so what arrived comes back whole
+    as_object, as_int = bare_llabs(d_a), bare_llabs(d_a.value)
     t.say(
-        f"had cuMemFree_v2 been left undeclared, cuMemFree_v2(a) would have received "
-        f"{c_int(d_a.value).value & LOW_32_BITS:#x}\n(the low 32 bits of {d_a.value:#x}): freeing the wrong address\n"
-        "(tutorial 00a, step 6: what an undeclared int argument loses)"
+        "what an undeclared call receives, shown on libc's llabs (long long llabs(long long) returns the\n"
+        "magnitude of what arrived), with its restype declared and its argtypes left out, as cuMemFree_v2's\n"
+        "would be without declare():\n"
+        f"  llabs(a)       -> {as_object:#x}: a is a CUdeviceptr, a ctypes c_uint64 object; it brings its\n"
+        "                    own C type, so all 64 bits arrive\n"
+        f"  llabs(a.value) -> {as_int:#x}: a plain Python int; ctypes passes it as a C int, the low 32 bits\n"
+        "Undeclared, cuMemFree_v2(a) would still free a; cuMemFree_v2(a.value) would free the wrong address\n"
+        "(tutorial 00a, step 6: what an undeclared int argument loses). Declared, both pass the same 8 bytes."
+    )
+    t.check(as_object == d_a.value, "undeclared, a c_uint64 object arrives whole: llabs(a) is a's address")
+    t.check(
+        as_int == abs(c_int(d_a.value).value) != d_a.value,
+        "undeclared, a plain int arrives as a C int, a's low 32 bits: llabs(a.value) is not a's address",
     )
     huge = CUdeviceptr()
     oom = expect_failure(lambda: lib.cuMemAlloc_v2(byref(huge), ABSURD_BYTES), "allocating 1 TiB")
@@ -285,8 +299,9 @@ def main(t: Tutorial) -> None:
     t.say(
         f"grid = ceil({N:,} / {BLOCK}) = {grid:,} blocks: one thread per element, as for a naive kernel. The\n"
         "shipped kernel (tutorial 01 shows it) loops grid-stride over float4s, so any grid covers any n.\n"
-        "cust's launch!(f<<<grid, block, 0, stream>>>(c, a, b, n)) builds the same kernelParams array as the\n"
-        "step before, `&arg as *const _ as *mut c_void` for each."
+        "cust's unsafe { launch!(f<<<grid, block, 0, stream>>>(c.as_device_ptr(), a.as_device_ptr(),\n"
+        "b.as_device_ptr(), n)) } builds the same kernelParams array as the step before, `&arg as *const _ as\n"
+        "*mut c_void` for each (an unsafe block: the macro calls an unsafe fn)."
     )
 
     t.step("copy c back and compare every element with numpy")
@@ -304,7 +319,7 @@ def main(t: Tutorial) -> None:
     t.say(
         "cuModuleUnload, cuMemFree_v2 x3, cuCtxSetCurrent(NULL), cuDevicePrimaryCtxRelease_v2 -- every result\n"
         "checked by the errcheck. Release the context first and the frees would name memory of a context\n"
-        "that is gone: the seed's RAII warning, which rawcuda's Context.close() enforces (tutorials 02, 07)."
+        "that is gone: the seed's RAII warning, which rawcuda's Context.close() enforces (tutorials 02, 07b)."
     )
 
 

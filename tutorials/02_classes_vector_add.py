@@ -112,7 +112,10 @@ def main(t: Tutorial) -> None:
         t.step("launch -- arguments checked against the PTX signature first")
         show(
             t,
-            "launch!(kernel<<<grid, block, 0, stream>>>(c, a, b, n))?",
+            "unsafe { launch!(kernel<<<grid, block, 0, stream>>>(dev_c.as_device_ptr(), dev_a.as_device_ptr(),\n"
+            "                                                               dev_b.as_device_ptr(), n))? }\n"
+            "          (the macro calls an unsafe fn, Stream::launch: without unsafe { } it is error E0133; each\n"
+            "          argument must be DeviceCopy, which a DeviceBuffer is not: its device pointer goes in)",
             "kernel.launch(grid, BLOCK, d_c, d_a, d_b, N, stream=stream)",
             "build void*[4] of pointers to each value + cuLaunchKernel",
         )

@@ -28,6 +28,8 @@ from rawcuda.ops.reduce_steps import STEPS, ReduceStep, Reduction
 
 N = 1 << 26  # 64 Mi floats = 256 MiB: memory bandwidth, not launch cost, decides
 REPS = 10
+FLOAT_BYTES = 4  # sizeof(float), the seed's sizeof(f32)
+WARP = 32  # threads per warp
 SOURCES = Path(rawcuda.kernels.KERNEL_DIR).parent.parent / "kernels"  # the checkout's kernels/*.cu
 # What each step's text shows: the kernel, and the helper it introduces (if any).
 HELPERS = {4: "load_two", 5: "last_warp", 6: "block_tree", 7: "grid_stride_sum", 8: "warp_sum", 9: "thread_sum"}
@@ -67,6 +69,18 @@ def show_step(t: Tutorial, step: ReduceStep) -> None:
     if step.number == 8:
         t.say(SHUFFLE_TREE)
     t.say(excerpt(source, step.kernel))
+
+
+def seed_kernel_note(step: ReduceStep) -> str:
+    """What the seed article gives of warp_reduce_sum, and how its shared memory compares with the kernel's."""
+    seed_bytes = step.block * FLOAT_BYTES  # the seed's launch: block_size * sizeof(f32)
+    return (
+        f"The seed article gives this kernel's name and its launch only -- {step.kernel}(output, input, n), with\n"
+        f"block_size * sizeof(f32) = {seed_bytes:,} B of dynamic shared memory; the body above is the project's.\n"
+        f"It keeps one float per warp: {step.block} / {WARP} warps x {FLOAT_BYTES} B = {step.shared_bytes} B, "
+        f"what the table launches it with.\nThe seed's {seed_bytes:,} B is {seed_bytes // step.shared_bytes}x what "
+        "the kernel reads."
+    )
 
 
 def main(t: Tutorial) -> None:
@@ -109,6 +123,8 @@ def main(t: Tutorial) -> None:
         t.say(
             f"{len(passes)} passes, grids {passes}: {ms:.3f} ms = {gbps:.0f} GB/s, {gbps / copy_gbps:.0%} of the copy"
         )
+        if step.stem == "reduce":  # the seed's kernel: what the seed gives of it, and what it asks for
+            t.say(seed_kernel_note(step))
 
     t.step("what each change bought (this run's measurements)")
     lines = ["step  kernel                                GB/s   of copy   vs step before"]

@@ -15,8 +15,9 @@ Three ways to ask, in order:
 2. rawcuda: ``fn.num_regs``, ``fn.shared_size_bytes``, ... for the kernels of tutorials 03a-03c;
    ``fn.max_active_blocks_per_sm(block, shared)``; a launch above 48 KiB opts the kernel in by itself, and a
    request past what the device has is refused before the driver sees it;
-3. cust 0.3.2: ``Function::get_attribute`` and ``max_active_blocks_per_multiprocessor``, and the opt-in its
-   safe API lacks, written as one raw call through ``cust::sys``.
+3. cust as Rust-CUDA has it at commit ac2674f (its Cargo.toml says 0.3.2): ``Function::get_attribute`` and
+   ``max_active_blocks_per_multiprocessor``, and the opt-in its safe API lacks, written as one raw call
+   through ``cust_raw::driver_sys``, the bindings crate under cust.
 
 Run:  python tutorials/03e_kernel_resources.py [--step]
 """
@@ -232,13 +233,15 @@ def main(t: Tutorial) -> None:
 
 
 def cust(t: Tutorial, step: ReduceStep, fn: Function) -> None:
-    """cust 0.3.2, read at its source: crates/cust/src/function.rs (FunctionAttribute, Function::get_attribute,
-    max_active_blocks_per_multiprocessor), crates/cust/src/lib.rs (``pub use cust_raw as sys``),
-    crates/cust/src/error.rs (``pub(crate) trait ToResult``) and crates/cust_raw/src/cuda.rs (the bindgen
-    ``cuFuncSetAttribute``)."""
+    """cust read at its source, Rust-CUDA commit ac2674f: crates/cust/src/function.rs (FunctionAttribute,
+    Function::get_attribute, max_active_blocks_per_multiprocessor), crates/cust/src/lib.rs (no ``sys``
+    re-export: cust itself calls ``cust_raw::driver_sys``), crates/cust/src/error.rs (``pub(crate) trait
+    ToResult``) and crates/cust_raw/src/driver_sys.rs (bindgen's output for cuda.h, included from OUT_DIR).
+    crates.io's cust 0.3.2 (2022) is older code: ``pub use cust_raw as sys;`` and bindings generated once
+    from CUDA 11.4's cuda.h, checked in as crates/cust_raw/src/cuda.rs."""
     t.step("cust: Function::get_attribute, max_active_blocks_per_multiprocessor -- and the opt-in it lacks")
     t.say(
-        "cust 0.3.2 (crates/cust/src/function.rs):\n"
+        "cust at Rust-CUDA commit ac2674f (Cargo.toml: 0.3.2), crates/cust/src/function.rs:\n"
         "  use cust::function::{BlockSize, FunctionAttribute};\n"
         f'  let f = module.get_function("{step.kernel}")?;\n'
         f"  let regs = f.get_attribute(FunctionAttribute::NumRegisters)?;           // i32: {fn.num_regs}\n"
@@ -251,9 +254,11 @@ def cust(t: Tutorial, step: ReduceStep, fn: Function) -> None:
         "CacheModeCa = 7: no MaxDynamicSharedSizeBytes (8); and Function has get_attribute but no set_attribute,\n"
         "so its safe API cannot opt a kernel in above 48 KiB. launch! passes the shared-memory size straight to\n"
         "cuLaunchKernel (its doc calls it 'bytes per thread'; the driver reads bytes per block), so a launch asking\n"
-        "for more is refused by the driver. The way out is cust::sys, the bindgen crate cust re-exports\n"
-        "(crates/cust/src/lib.rs: `pub use cust_raw as sys;`), and one unsafe raw call:\n"
-        "  use cust::sys::{cuFuncSetAttribute, CUfunction_attribute, CUresult};\n"
+        "for more is refused by the driver. The way out is cust_raw, the bindgen crate cust is built on. cust\n"
+        "does not re-export it (crates/cust/src/lib.rs has no `sys` module; cust itself calls\n"
+        "cust_raw::driver_sys), so Cargo.toml names cust_raw too, from the same tree as cust, and one unsafe\n"
+        "raw call goes through it:\n"
+        "  use cust_raw::driver_sys::{cuFuncSetAttribute, CUfunction_attribute, CUresult};\n"
         "  let rc = unsafe {\n"
         "      cuFuncSetAttribute(f.to_raw(),\n"
         "          CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES, 64 * 1024)\n"
@@ -262,7 +267,10 @@ def cust(t: Tutorial, step: ReduceStep, fn: Function) -> None:
         f"  unsafe {{ launch!(f<<<grid, {STEPS_BLOCK}, 64 * 1024, stream>>>(out.as_device_ptr(), x.as_device_ptr(), "
         "n))? };\n"
         "Nothing remembers that the kernel was opted in, or checks the size against the device before the launch:\n"
-        "that bookkeeping is what rawcuda's Function does above, with the check before the driver is called."
+        "that bookkeeping is what rawcuda's Function does above, with the check before the driver is called.\n"
+        "crates.io's cust 0.3.2 (February 2022) is older code with the same version number: it does re-export its\n"
+        "bindings (`pub use cust_raw as sys;`, generated once from CUDA 11.4's cuda.h), so there the same call\n"
+        "is cust::sys::cuFuncSetAttribute, with no cust_raw line in Cargo.toml."
     )
     t.check(
         FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES == FunctionAttribute.CACHE_MODE_CA + 1,

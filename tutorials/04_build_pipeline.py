@@ -267,12 +267,17 @@ def the_cust_way(t: Tutorial) -> None:
         "crates/optix/examples/ex03_window/build.rs, run nvcc -ptx with std::process::Command). For kernels\n"
         'written in Rust, cuda_builder::CudaBuilder::new("kernels").copy_to(out.join("kernels.ptx")).build()\n'
         "compiles a GPU crate through rustc_codegen_nvvm (libNVVM), as in examples/cuda/vecadd/build.rs.\n"
-        "Cargo re-runs build.rs when a rerun-if-changed path's modification time changes (the Cargo book); a\n"
-        "new nvcc or changed flags do not trigger it. There is no manifest: launch! checks only that each\n"
+        "Cargo re-runs build.rs when a rerun-if-changed path's modification time changes, and whenever build.rs\n"
+        "itself changes: it is recompiled, then re-run (the Cargo book). So flags written in build.rs, as above,\n"
+        "take effect at the next build. What Cargo cannot see is outside the files: a new nvcc on the PATH, or a\n"
+        "path or flags read from the environment (the seed's NVCC_PATH), unless build.rs also prints\n"
+        "cargo::rerun-if-env-changed=NVCC_PATH. There is no manifest: launch! checks only that each\n"
         "argument is DeviceCopy, so a wrong count or width compiles -- rawcuda checks the PTX signature.\n"
         "The bindings are built too: cust_raw's build script runs bindgen over the cuda.h it finds, and\n"
         "expands cuda.h's #define cuMemAlloc cuMemAlloc_v2 (with the C preprocessor) so that\n"
         "each Rust name links to the versioned symbol -- decided by the headers on the build machine.\n"
+        "(crates.io's cust 0.3.2, the 2022 code, builds none: its cust_raw 0.11.3 ships bindings generated once\n"
+        "from CUDA 11.4's cuda.h, and cust calls the versioned names itself, cuda::cuMemAlloc_v2.)\n"
         "rawcuda writes that table by hand (layer 0) and proves it against cuda.h in CI."
     )
 

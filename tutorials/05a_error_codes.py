@@ -138,7 +138,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Device::get_device returns Err(CudaError::InvalidDevice) -- an enum with no payload")
     t.say(
-        "cust 0.3.2 (crates/cust/src/device.rs and error.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/device.rs and error.rs):\n"
         f"  match Device::get_device({bad_ordinal}) {{     // cuDeviceGet(&mut device, ordinal).to_result()\n"
         "      Ok(device) => ...,\n"
         '      Err(e) => println!("{e:?}: {e}"),\n'

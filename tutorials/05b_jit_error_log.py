@@ -34,11 +34,22 @@ from rawcuda.checked import cu
 from rawcuda.core import ptx
 from rawcuda.ffi.constants import JitOption
 from rawcuda.ffi.results import Result
+from rawcuda.tools import cheader
 
 CUDA_SUCCESS = 0
 LOG_BYTES = 8192  # capacity of each JIT log buffer
 N = 100_003  # elements: not a multiple of the block size, so the kernel's bounds check is exercised too
 BLOCK = 256
+JIT_OPTIONS_PARAM = "CUjit_option *"  # the keys' parameter; its values come in a void ** right after it
+# What CUDA 13.0's cuda.h declares with such keys, for a machine without the header.
+CUDA_13_JIT_OPTION_TAKERS = (
+    "cuModuleLoadDataEx",
+    "cuLinkCreate",
+    "cuLinkAddData",
+    "cuLinkAddFile",
+    "cuLibraryLoadData",
+    "cuLibraryLoadFromFile",
+)
 
 # A kernel that doubles x[i] for i < n, written by hand with one mistake: %f<3> declares three registers,
 # %f0..%f2, and the `add` writes %f3. rawcuda's PTX reader reads only the header and the signature (it
@@ -92,6 +103,17 @@ def grid_for(n: int) -> int:
     return (n + BLOCK - 1) // BLOCK
 
 
+def jit_option_takers() -> tuple[list[str], str]:
+    """The driver functions whose cuda.h prototype takes ``CUjit_option *`` keys, and where that was read."""
+    header = cheader.DEFAULT_HEADER
+    try:
+        prototypes = cheader.parse(header).prototypes
+    except OSError:  # no toolkit here: what CUDA 13.0's header declares
+        return list(CUDA_13_JIT_OPTION_TAKERS), f"(no {header} here) CUDA 13.0's cuda.h"
+    takers = [name for name, params in prototypes.items() if any(JIT_OPTIONS_PARAM in p for p in params)]
+    return takers, header
+
+
 def main(t: Tutorial) -> None:
     t.step("the GPU and its primary context")
     ctx = rawcuda.default_context()
@@ -119,7 +141,8 @@ def main(t: Tutorial) -> None:
         JitOption.INFO_LOG_BUFFER_SIZE_BYTES,
     )
     # Each option's value travels *by value* in a void*: the buffer's address, and the size itself cast to a
-    # pointer -- not a pointer to the size. (Nowhere else in the driver API does a void** work like this.)
+    # pointer -- not a pointer to the size. cuda.h gives each option's type; the step below lists who else
+    # takes options this way.
     values = (c_void_p * 4)(ctypes.addressof(error_log), LOG_BYTES, ctypes.addressof(info_log), LOG_BYTES)
     image = BROKEN_PTX.encode() + b"\0"  # the JIT reads PTX as a C string
     module = c_void_p()
@@ -138,6 +161,18 @@ def main(t: Tutorial) -> None:
         f"the driver answered {rc} (CUDA_ERROR_INVALID_PTX is 218): one number for every mistake",
     )
     t.check(bool(raw_log), "the JIT wrote its reasons (line and cause) into our error-log buffer")
+    takers, source = jit_option_takers()
+    t.say(
+        f"The same pairs -- CUjit_option keys, and a void ** whose entries hold the values themselves -- are\n"
+        f"not cuModuleLoadDataEx's alone. {source} declares {len(takers)} functions that take them:\n"
+        f"  {', '.join(takers)}\n"
+        "and documents what each entry holds: 'Option type: char *' for CU_JIT_ERROR_LOG_BUFFER, 'Option type:\n"
+        "unsigned int' for CU_JIT_ERROR_LOG_BUFFER_SIZE_BYTES -- the size itself, in the pointer-sized slot."
+    )
+    t.check(
+        "cuModuleLoadDataEx" in takers and len(takers) > 1,
+        f"{len(takers) - 1} more driver functions take CUjit_option keys with a void ** of values",
+    )
 
     t.step("rawcuda: Module(ptx) passes the log buffers itself -> ModuleLoadError carrying the log")
     try:
@@ -152,13 +187,14 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Module::from_ptx returns Err(CudaError::InvalidPtx), without the log")
     t.say(
-        "cust 0.3.2 (crates/cust/src/module.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/module.rs):\n"
         "  let module = Module::from_ptx(ptx, &[]);   // cuModuleLoadDataEx with the options given, here none\n"
         f'  // -> Err(CudaError::InvalidPtx), which prints as "{error.description}"\n'
         "The options cust can pass are ModuleJitOption::{MaxRegisters, OptLevel, DetermineTargetFromContext,\n"
         "Target, Fallback, GenenerateDebugInfo, GenerateLineInfo} (GenenerateDebugInfo is cust's spelling):\n"
         "no ERROR_LOG_BUFFER among them, so the log above never reaches a cust program. Its only clue is the\n"
-        "code -- or running ptxas on the PTX by hand."
+        "code -- or running ptxas on the PTX by hand. (module.rs's comment calls the by-value option values 'a\n"
+        "SINGLE exception in the entire driver API'; step 2 listed the other functions that take them.)"
     )
 
     t.step(f"the fix: declare {FIXED_DECLARATION!r} -- and check the kernel against numpy")

@@ -129,10 +129,10 @@ def main(t: Tutorial) -> None:
 
     t.step('cust: module.get_function("vector_add") returns Err(CudaError::NotFound) -- and no list')
     t.say(
-        "cust 0.3.2 (crates/cust/src/module.rs, function.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/module.rs, function.rs):\n"
         f'  let f = module.get_function("{PLAIN_NAME}");   // cuModuleGetFunction -> Err(CudaError::NotFound)\n'
-        f"  launch!(module.{PLAIN_NAME}<<<grid, block, 0, stream>>>(...))  // looks the name up the same way:\n"
-        "                                                     // the same Err, at run time\n"
+        f"  unsafe {{ launch!(module.{PLAIN_NAME}<<<grid, block, 0, stream>>>(...)) }}  // looks the name up the same\n"
+        "                                                                          // way: the same Err, at run time\n"
         f'  printed: "{error.description}"\n'
         "cust wraps none of cuModuleGetFunctionCount / cuModuleEnumerateFunctions / cuFuncGetName, so a cust\n"
         "program learns only that the name is missing. The usual fix is in the .cu file:\n"

@@ -186,7 +186,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: launch! checks only that each argument is DeviceCopy -- all five mistakes compile")
     t.say(
-        "cust 0.3.2 (crates/cust/src/function.rs: the macro; cust_core: DeviceCopy):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/function.rs: the macro; cust_core: DeviceCopy):\n"
         "  unsafe {\n"
         "      launch!(vector_add<<<grid, block, 0, stream>>>(c.as_device_ptr(), a.as_device_ptr(),\n"
         "                                                      b.as_device_ptr()))?;          // 3 of 4\n"
@@ -199,9 +199,13 @@ def main(t: Tutorial) -> None:
         "      launch!(vector_add<<<grid, block, 0, stream>>>(c.as_device_ptr(), p, b.as_device_ptr(), n))?;\n"
         "  }\n"
         "The macro builds &[&arg as *const _ as *mut c_void, ...] and calls cuLaunchKernel: each line compiles,\n"
-        "each returns Ok(()), and what the kernel then reads is undefined -- the `unsafe` is the programmer's\n"
-        "promise that the count and types match. The seed's #[cust::kernel] macro, which would check them, is not\n"
-        "in cust (cuda_std's #[kernel] marks a kernel written in Rust; it checks nothing at the host's launch).\n"
+        "and nothing checks it before the driver reads the array. What each returns is not promised: the first\n"
+        "line hands over 3 pointers for 4 parameters, so the driver reads a fourth past the array's end (it may\n"
+        "return Ok, return an error, or crash), and an i32 for a size_t has 8 bytes read from a 4-byte value.\n"
+        "A launch that does return Ok leaves the kernel to read whatever it was given -- the `unsafe` is the\n"
+        "programmer's promise that the count and types match. The seed's #[cust::kernel] macro, which would\n"
+        "check them, is not in cust (cuda_std's #[kernel] marks a kernel written in Rust; it checks nothing at\n"
+        "the host's launch).\n"
         "rawcuda reads the signature from the PTX instead, and checks every launch against it."
     )
     for buf in (da, db, dc, square):

@@ -91,7 +91,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Err(CudaError::OutOfMemory), and the seed's OutOfMemory { requested, available } by hand")
     t.say(
-        "cust 0.3.2 (crates/cust/src/memory/device/device_buffer.rs, memory/mod.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/memory/device/device_buffer.rs, memory/mod.rs):\n"
         "  let requested: usize = 1 << 40;\n"
         "  match unsafe { DeviceBuffer::<u8>::uninitialized(requested) } {   // cuMemAlloc\n"
         "      Err(CudaError::OutOfMemory) => {\n"

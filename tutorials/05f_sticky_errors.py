@@ -209,7 +209,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Err(CudaError::IllegalAddress) at the next wait, from every call after, and silent drops")
     t.say(
-        "cust 0.3.2 (crates/cust/src/stream.rs, memory/device/device_buffer.rs, error.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/stream.rs, memory/device/device_buffer.rs, error.rs):\n"
         f"  unsafe {{ launch!(store_to<<<1, 1, 0, stream>>>({FAULT_ADDRESS:#x}u64))?; }}  // Ok(()): only queued\n"
         "  stream.synchronize()?;                  // Err(CudaError::IllegalAddress)\n"
         "  unsafe { DeviceBuffer::<u8>::uninitialized(4) }?;   // Err(IllegalAddress) again: the driver's answer\n"

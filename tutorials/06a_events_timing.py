@@ -171,7 +171,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Event::new, record(&stream), and stop.elapsed_time_f32(&start) -- which does not wait")
     t.say(
-        "cust 0.3.2 (crates/cust/src/event.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/event.rs):\n"
         "  let start = Event::new(EventFlags::DEFAULT)?;      // cuEventCreate\n"
         "  let stop = Event::new(EventFlags::DEFAULT)?;\n"
         "  start.record(&stream)?;                             // cuEventRecord(start, stream)\n"

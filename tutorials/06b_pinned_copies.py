@@ -123,7 +123,8 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: LockedBuffer and the unsafe async_copy_from")
     t.say(
-        "cust 0.3.2 (crates/cust/src/memory/locked/locked_buffer.rs, malloc.rs, device/device_slice.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/memory/locked/locked_buffer.rs, malloc.rs, "
+        "device/device_slice.rs):\n"
         "  let pinned = LockedBuffer::from_slice(&host)?;        // cuMemAllocHost, then a CPU copy into it\n"
         "  let mut dest = DeviceBuffer::<f32>::zeroed(n)?;\n"
         "  unsafe { dest.async_copy_from(&pinned, &stream)?; }   // cuMemcpyHtoDAsync on stream\n"

@@ -236,7 +236,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: Event::record(&copy_stream) and compute_stream.wait_event(&event, ...)")
     t.say(
-        "cust 0.3.2 (crates/cust/src/event.rs, stream.rs, memory/device/device_slice.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/event.rs, stream.rs, memory/device/device_slice.rs):\n"
         "  let copy_stream = Stream::new(StreamFlags::DEFAULT, None)?;\n"
         "  let compute_stream = Stream::new(StreamFlags::DEFAULT, None)?;\n"
         "  let mut arrived = Vec::new();\n"

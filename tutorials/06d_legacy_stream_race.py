@@ -177,7 +177,7 @@ def main(t: Tutorial) -> None:
     cust_flags_rc = cuStreamGetFlags(cust_like, byref(cust_flags))
     cust_destroy_rc = cuStreamDestroy(cust_like)
     t.say(
-        "cust 0.3.2 (crates/cust/src/stream.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/stream.rs):\n"
         "  pub fn new(mut flags: StreamFlags, priority: Option<i32>) -> CudaResult<Self> {\n"
         "      // NOTE(RDambrosio016): See https://github.com/Rust-GPU/Rust-CUDA/issues/15\n"
         "      flags.remove(StreamFlags::NON_BLOCKING);\n"

@@ -154,7 +154,7 @@ def main(t: Tutorial) -> None:
 
     t.step("cust: copy_to is a bare cuMemcpyDtoH; CurrentContext::synchronize() is cuCtxSynchronize")
     t.say(
-        "cust 0.3.2 (crates/cust/src/memory/device/device_slice.rs, context/mod.rs):\n"
+        "cust at Rust-CUDA ac2674f (crates/cust/src/memory/device/device_slice.rs, context/mod.rs):\n"
         "  dev_c.copy_to(&mut host_c)?;           // cuMemcpyDtoH: the legacy stream, no context synchronize\n"
         "  CurrentContext::synchronize()?;        // cuCtxSynchronize, when you want rawcuda's behaviour\n"
         "  unsafe { dev_c.async_copy_to(&mut pinned_c, &stream)?; }  stream.synchronize()?;   // stream=\n"

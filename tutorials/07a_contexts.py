@@ -153,6 +153,12 @@ def main(t: Tutorial) -> None:
     expect_success(t, cuMemAlloc(byref(d_a), N * FLOAT_BYTES), f"cuMemAlloc(&d_a, {N * FLOAT_BYTES})")
     t.say(picture(stack, current()) + f"\nd_a = {d_a.value:#x}, owned by {owner_of(d_a.value):#x}")
     t.check(current() == a and owner_of(d_a.value) == a, "A is current, and d_a belongs to A")
+    t.say(
+        f"asked with A current, d_b ({d_b.value:#x}) is still owned by {owner_of(d_b.value):#x}, B: with unified\n"
+        "addressing a device pointer is unique in the process, so any context can ask the driver about it.\n"
+        "What stays with B is access: B's memory is not mapped for kernels that run in A."
+    )
+    t.check(owner_of(d_b.value) == b, "asked from A, cuPointerGetAttribute(CONTEXT) still names B as d_b's owner")
 
     t.step("raw: push B back, then cuCtxSetCurrent(A): set *replaces* the top, it does not push")
     expect_success(t, cuCtxPushCurrent(b), f"cuCtxPushCurrent({b:#x})")

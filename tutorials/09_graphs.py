@@ -242,10 +242,11 @@ def raw_kernel_node(t: Tutorial, rng: np.random.Generator) -> None:
         "add_kernel fills rawcuda's CUDA_KERNEL_NODE_PARAMS (graphs/kernelnode.py) from the packed arguments and\n"
         "keeps (function, args, packed block) with the node -- not for the driver, which copied the values, but\n"
         "for the GPU: the buffers must outlive every replay, and a replay is refused once one of them is closed.\n"
-        "cust: no API for this. Its graph module is private (lib.rs: `mod graph;`) and unfinished -- its\n"
-        "kernel_invocation! macro builds the argument-pointer array, then passes an empty one. The seed's\n"
-        "fallback in Rust is cust_raw::driver_sys (bindgen over all of cuda.h): unsafe cuGraphAddKernelNode with\n"
-        "a driver_sys::CUDA_KERNEL_NODE_PARAMS -- this step's first half, in Rust."
+        "cust (Rust-CUDA at ac2674f): no API for this. Its graph module is private (lib.rs: `mod graph;`) and\n"
+        "unfinished -- its kernel_invocation! macro builds the argument-pointer array, then passes an empty one.\n"
+        "The seed's fallback in Rust is cust_raw::driver_sys (bindgen over all of cuda.h): unsafe\n"
+        "cuGraphAddKernelNode with a driver_sys::CUDA_KERNEL_NODE_PARAMS -- this step's first half, in Rust.\n"
+        "(crates.io's cust 0.3.2, the 2022 code, has these bindings too, as cust::sys, generated from CUDA 11.4.)"
     )
     exec_.close()
     with_class.close()

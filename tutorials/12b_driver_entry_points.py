@@ -10,7 +10,8 @@ compiled against a newer cuda.h calls ``cuMemAlloc_v2``. Whoever binds libcuda m
 2. rawcuda: the declaration table binds the symbol cuda.h selects (``TABLE["cuMemAlloc"].symbol``) and a
    header check proves it in CI; ``rawcuda.proc_address`` asks the driver the runtime's way; the two agree
    -- except for a name cuda.h redirects to a *different* function (``cuGraphInstantiate``);
-3. cust: cust_raw fixes every link name when it is built, from the macros of the cuda.h it finds.
+3. cust (Rust-CUDA at commit ac2674f): cust_raw fixes every link name when it is built, from the macros of
+   the cuda.h it finds. crates.io's cust 0.3.2 (2022) calls bindings generated once, by their _v2 names.
 
 Run:  python tutorials/12b_driver_entry_points.py [--step]
 """
@@ -135,7 +136,10 @@ def main(t: Tutorial) -> None:
         "cu* macro bindgen meets, expands them by running the C preprocessor over a small file against cuda.h,\n"
         "and gives each generated function its plain cuda.h name and the expanded symbol as its link name\n"
         "(cuMemAlloc links cuMemAlloc_v2). So the symbols are the ones the build machine's cuda.h selects,\n"
-        "fixed at build time; cust does not wrap cuGetProcAddress."
+        "fixed at build time; cust does not wrap cuGetProcAddress. crates.io's cust 0.3.2 is the 2022 code: its\n"
+        "cust_raw has no such build step but bindings generated once from CUDA 11.4's cuda.h, where the\n"
+        "preprocessor had already renamed each function, so the Rust name is the versioned one and cust calls\n"
+        "cuda::cuMemAlloc_v2(...) itself."
     )
 
 

@@ -1,13 +1,16 @@
 """Tutorial 13 -- a device buffer that grows without copying: virtual memory management (VMM).
 
 The seed article names "virtual memory management" among the driver features cust does not wrap, for
-which you fall back to raw FFI. (Its list also has CUDA graphs -- tutorial 09 -- and MPS. MPS is not an
-API a binding could wrap: it is a daemon, ``nvidia-cuda-mps-control``, that libcuda connects to by itself
-when it runs, so a cust or rawcuda program uses it unchanged.) Here is what VMM buys. With ``cuMemAlloc``
-an address comes with its memory, so a growing buffer (a vector's push, a KV cache, a particle list) must
-be reallocated: allocate bigger, copy, free -- time proportional to the size, twice the memory for a
-moment, and every stored pointer goes stale. VMM reserves *addresses* once and maps *memory* into them
-chunk by chunk:
+which you fall back to raw FFI. (Its list also has CUDA graphs -- tutorial 09 -- and MPS. MPS itself is a
+daemon, ``nvidia-cuda-mps-control``, that libcuda connects to by itself when it runs, so a program uses it
+unchanged; but the driver also has API for it, which cust does not wrap: the device attribute
+``CU_DEVICE_ATTRIBUTE_MPS_ENABLED``, contexts limited to a number of SMs -- ``CU_EXEC_AFFINITY_TYPE_SM_COUNT``
+in ``cuCtxCreate``'s ``CUctxCreateParams`` (``cuCtxCreate_v4``; ``_v3`` took them directly), read back with
+``cuCtxGetExecAffinity``, "only supported under Volta+ MPS" -- with ``cuDeviceGetExecAffinitySupport``, and
+the error codes 805-810.) Here is what VMM buys. With ``cuMemAlloc`` an address comes with its memory, so
+a growing buffer (a vector's push, a KV cache, a particle list) must be reallocated: allocate bigger, copy,
+free -- time proportional to the size, twice the memory for a moment, and every stored pointer goes stale.
+VMM reserves *addresses* once and maps *memory* into them chunk by chunk:
 
     cuMemAddressReserve  ->  cuMemCreate  ->  cuMemMap  ->  cuMemSetAccess   (repeat the last three to grow)
     teardown: cuMemUnmap -> cuMemRelease -> cuMemAddressFree
@@ -165,8 +168,9 @@ def main(t: Tutorial) -> None:
         f"with no address yet (free device memory {before_create:,.0f} -> {after_create:,.0f} MiB; released again).\n"
         "Who owns what: `prop` is an input (const CUmemAllocationProp *), read during each call, so a local is\n"
         "enough; the handle owns the memory until cuMemRelease -- and, once mapped, until cuMemUnmap as well.\n"
-        "cust: no VMM API (nothing in cust calls cuMemCreate, cuMemMap or cuMemAddressReserve). Its bindgen\n"
-        "crate cust_raw::driver_sys has the functions and CUmemAllocationProp: the seed's 'fall back to FFI'."
+        "cust (Rust-CUDA at ac2674f): no VMM API (nothing in cust calls cuMemCreate, cuMemMap or\n"
+        "cuMemAddressReserve). Its bindgen crate cust_raw::driver_sys has the functions and CUmemAllocationProp:\n"
+        "the seed's 'fall back to FFI' (crates.io's 2022 cust 0.3.2 has them as cust::sys)."
     )
     t.check(
         raw_granularity.value == granularity and handle.value != 0,

@@ -18,6 +18,7 @@ its own file, because declaring is what 00a teaches and what 00b's reader must s
 
 from __future__ import annotations
 
+import inspect
 import os
 import re
 import sys
@@ -26,7 +27,7 @@ from ctypes import byref, c_char_p, c_int, c_uint64, c_void_p
 from pathlib import Path
 from typing import Any, NoReturn
 
-from _tutorial import EXIT_NO_GPU, TutorialCheckError
+from _tutorial import EXIT_NO_GPU, TutorialCheckError, recording_note
 
 CUDA_H = Path(os.environ.get("CUDA_HOME", "/usr/local/cuda")) / "include" / "cuda.h"
 SONAME = "libcuda.so.1"
@@ -81,8 +82,14 @@ def library_name() -> str:
 
 
 def skip(why: str) -> NoReturn:
-    """No usable GPU: the frame's one-line skip (tutorials/README.md, "Exit statuses"), status 77."""
-    print(f"skipped: no usable GPU here ({why})")
+    """No usable GPU: the frame's one-line skip (tutorials/README.md, "Exit statuses"), status 77.
+
+    Like the frame's, the line says where the calling tutorial's run recorded on a GPU is.
+    """
+    caller = inspect.currentframe()
+    caller = caller.f_back if caller is not None else None  # the tutorial that gave up: its file names its recording
+    script = Path(caller.f_code.co_filename) if caller is not None else None
+    print(f"skipped: no usable GPU here ({why}){recording_note(script)}")
     sys.exit(EXIT_NO_GPU)
 
 

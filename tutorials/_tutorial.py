@@ -221,11 +221,15 @@ def recorded_output(script: Path) -> Path:
 def skip_line(exc: BaseException, script: Path | None) -> str:
     """The one line a machine without a GPU prints, pointing at a recorded run when there is one."""
     first = (str(exc).splitlines() or [""])[0]
-    line = f"skipped: no usable GPU here ({type(exc).__name__}: {first})"
+    return f"skipped: no usable GPU here ({type(exc).__name__}: {first})" + recording_note(script)
+
+
+def recording_note(script: Path | None) -> str:
+    """What a skip line adds for ``script``: where its run recorded on a GPU is, or nothing when none is."""
     recorded = recorded_output(script) if script is not None else None
     if recorded is not None and recorded.is_file():
-        line += f"; what it prints on a GPU: {_shown(recorded)}"
-    return line
+        return f"; what it prints on a GPU: {_shown(recorded)}"
+    return ""
 
 
 def _shown(path: Path) -> str:
@@ -298,6 +302,7 @@ __all__ = [
     "TutorialQuit",
     "mask_numbers",
     "recorded_output",
+    "recording_note",
     "run",
     "run_status",
     "skip_line",

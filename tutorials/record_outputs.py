@@ -2,8 +2,8 @@
 
 Run on a machine with a GPU, from anywhere:
 
-    python3 tutorials/record_outputs.py                         # every tutorial
-    python3 tutorials/record_outputs.py --only 06_streams_events  # one (repeat --only for more)
+    python3 tutorials/record_outputs.py                           # every tutorial
+    python3 tutorials/record_outputs.py --only 06c_overlap_streams  # one (repeat --only for more)
 
 Each tutorial runs as a learner runs it (tests/helpers.run_tutorial does the same): alone, in its own
 interpreter, from the folder above the checkout, with no PYTHONPATH, so it must find rawcuda by itself.

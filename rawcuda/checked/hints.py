@@ -59,8 +59,9 @@ HINTS: dict[int, str] = {
         "architecture (nvcc -arch=sm_XY, see Device.compute_capability) or ship PTX (nvcc --ptx)"
     ),
     R.ERROR_INVALID_PTX: (
-        "the driver's JIT rejected the PTX: the JIT log below says where; regenerate it with nvcc --ptx "
-        "and check that its .target is not newer than this GPU"
+        "the driver's JIT rejected the PTX: the JIT error log above says where (rawcuda's Module asks the "
+        "driver for one; a bare cuModuleLoadData gets none); regenerate it with nvcc --ptx and check that "
+        "its .target is not newer than this GPU"
     ),
     R.ERROR_UNSUPPORTED_PTX_VERSION: (
         "the PTX was written by a newer CUDA toolkit than this driver understands (its .version is higher "

@@ -97,7 +97,7 @@ STEPS: tuple[ReduceStep, ...] = (
                "elements", 2, STEPS_BLOCKS_PER_SM, "thread"),
     ReduceStep(8, "reduce_steps", "reduce_08_warp_shuffle", "warp shuffles instead of the shared-memory tree",
                2, STEPS_BLOCKS_PER_SM, "warp"),
-    ReduceStep(9, "reduce", "warp_reduce_sum", "the seed's kernel: float4 loads, four in flight per thread",
+    ReduceStep(9, "reduce", "warp_reduce_sum", "the seed's name, the project's body: float4 loads, four in flight",
                16, ops.REDUCE_BLOCKS_PER_SM, "warp"),
 )  # fmt: skip
 

@@ -24,6 +24,7 @@ import ast
 import ctypes
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -137,7 +138,7 @@ def method_calls(tree: ast.AST, method: str) -> list[ast.Call]:
     ids=lambda check: check.__name__,
 )
 def test_raw_tutorial_has_the_shape_of_every_tutorial(check: Any, name: str) -> None:
-    check(name)  # the same checks as tutorials 05-08 (tests/cpu/test_tutorials_content.py)
+    check(name)  # the same checks as tutorials 05a-08 (tests/cpu/test_tutorials_content.py)
 
 
 def rawcuda_imports(tree: ast.AST) -> list[ast.stmt]:
@@ -273,7 +274,15 @@ def test_raw_tutorial_skips_on_the_stub(name: str, fake_libcuda: Path) -> None:
     output = proc.stdout + proc.stderr
     assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
-    assert skipped == ["skipped: no usable GPU here (cuInit returned 34: the toolkit's stub libcuda)"], output
+    why = "cuInit returned 34: the toolkit's stub libcuda"
+    assert skipped == [f"skipped: no usable GPU here ({why}){recording_note(name)}"], output
+
+
+def recording_note(name: str) -> str:
+    """What 00a's and 00b's skip line ends with: where the run recorded on a GPU is, for a reader without one."""
+    recorded = f"tutorials/output/{Path(name).stem}.txt"
+    assert (ROOT / recorded).is_file(), f"{recorded} is missing"
+    return f"; what it prints on a GPU: {recorded}"
 
 
 @pytest.mark.parametrize("name", RAW)
@@ -283,6 +292,7 @@ def test_raw_tutorial_skips_without_a_libcuda(name: str, tmp_path: Path) -> None
     assert proc.returncode == EXIT_NO_GPU and "Traceback" not in output, output
     skipped = [line for line in proc.stdout.splitlines() if line.startswith("skipped:")]
     assert len(skipped) == 1 and skipped[0].startswith("skipped: no usable GPU here (OSError: "), output
+    assert skipped[0].endswith(recording_note(name)), output  # the reader without a GPU starts here
 
 
 # --- tutorial 00a: the demonstrations without a driver --------------------------------------------------------------
@@ -293,6 +303,38 @@ def test_an_undeclared_int_argument_is_cut_to_32_bits() -> None:
     except (ctypes.ArgumentError, OverflowError) as exc:  # a 32-bit C long refuses instead
         got = exc
     assert got != (1 << 32) + 5  # what tutorial 00a's step 6 checks: never passed through intact
+
+
+def bare_llabs() -> Any:
+    """libc's ``long long llabs(long long)`` with its restype declared and its argtypes left out."""
+    llabs = ctypes.CDLL(None)["llabs"]
+    llabs.restype = ctypes.c_longlong
+    return llabs
+
+
+def test_an_undeclared_int_reaches_a_64_bit_parameter_sign_extended(fake_host_libcuda: Path) -> None:
+    llabs = bare_llabs()
+    assert llabs((1 << 32) + 5) == 5  # the upper half is zero: not whatever the register held
+    assert llabs((1 << 32) - 5) == 5  # 0xfffffffb arrived as -5, not as 4,294,967,291
+    proc = run_raw(DECLARATIONS, RAWCUDA_LIBCUDA=str(fake_host_libcuda))
+    step6 = proc.stdout.split("== step 6:")[1].split("== step 7:")[0]
+    assert "undeclared llabs(0x100000005) -> 5; undeclared llabs(0xfffffffb) -> 5" in step6, proc.stdout
+    assert "ok: an undeclared int reaches a 64-bit parameter sign-extended" in step6
+    assert "whatever" not in step6  # the upper half is the int's sign, shown above
+
+
+def test_an_undeclared_ctypes_object_is_passed_whole(fake_host_libcuda: Path) -> None:
+    llabs, wide = bare_llabs(), (1 << 40) + 5
+    assert llabs(ctypes.c_uint64(wide)) == wide  # a ctypes object brings its own C type: all 64 bits
+    assert llabs(wide) == 5  # a plain int is passed as a C int
+    proc = run_raw(KERNEL, RAWCUDA_LIBCUDA=str(fake_host_libcuda))
+    step3 = proc.stdout.split("== step 3:")[1].split("== step 4:")[0]
+    address = int(re.search(r"a at (0x[0-9a-f]+)", step3)[1], 16)
+    whole = re.search(r"llabs\(a\)\s+-> (0x[0-9a-f]+)", step3)
+    cut = re.search(r"llabs\(a\.value\) -> (0x[0-9a-f]+)", step3)
+    assert whole and int(whole[1], 16) == address, step3  # the CUdeviceptr object, undeclared
+    assert cut and int(cut[1], 16) == abs(ctypes.c_int(address).value) != address, step3  # a.value
+    assert "cuMemFree_v2(a) would still free a" in step3
 
 
 def test_the_errcheck_names_the_code(declarations: ModuleType, handmade: ModuleType, fake_host_libcuda: Path) -> None:
