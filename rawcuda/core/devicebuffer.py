@@ -396,6 +396,7 @@ class DeviceBuffer(Resource, Exportable):
         rawcuda.core.guards.pending keeps the record. rawcuda.protocols.cai reads other libraries' interfaces.
         """
         self.check_open()
+        self.context.check_usable()  # in a forked child, the address and the stream handle are the parent's
         return {
             "shape": self.shape,
             "typestr": self.dtype.str,

@@ -182,6 +182,7 @@ class Exportable:
         """A DLPack capsule over this memory, without a copy: ``stream`` is the consumer's, made to wait for async
         rawcuda work still pending here, and the memory stays until the consumer's deleter runs."""
         self.check_open()
+        self.context.check_usable()  # in a forked child, the address and any stream are the parent's
         kind, ordinal = self.__dlpack_device__()
         return export(
             self,

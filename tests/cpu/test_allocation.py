@@ -45,6 +45,7 @@ class StandInContext(Context):
     """
 
     usable = True
+    unusable = None  # (an export asks check_usable() first: a forked child's memory is the parent's)
     raw_handle = 0xC000
 
     def __init__(self) -> None:

@@ -304,7 +304,8 @@ def test_not_a_capsule() -> None:
 
 # --- rawcuda's capsules read by numpy (rawcuda as the producer) -------------------------------------------------------
 class FakeContext:
-    """What Loans needs of a Context: hold() and call_held() (and what __dlpack_device__ reads: the device)."""
+    """What Loans needs of a Context: hold() and call_held() (and what __dlpack_device__ reads: the device, and
+    what an export asks: check_usable())."""
 
     device = type("FakeDevice", (), {"ordinal": 0})()
 
@@ -317,6 +318,9 @@ class FakeContext:
     def call_held(self, release: Any, *args: Any) -> None:
         release(*args)
         self.holds -= 1
+
+    def check_usable(self) -> None:  # an export asks first (a forked child's memory is the parent's)
+        pass
 
 
 class FakePending:

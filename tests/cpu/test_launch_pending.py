@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pytest
 
-from rawcuda import ClosedError
+from rawcuda import ClosedError, ForkedProcessError
 from rawcuda.core import boundlaunch, function, kernelargs, launchcall
 from rawcuda.core.closecounter import closes
 from rawcuda.core.context import Context
@@ -547,3 +547,18 @@ def test_a_stream_closed_while_binding_is_refused_at_the_next_call(
     with pytest.raises(ClosedError):
         bound()
     assert launches == []
+
+
+def test_a_forked_child_cannot_export_the_parents_memory(ctx: StandInContext, launches: list[Any]) -> None:
+    # Before: in a forked child the interface handed out the parent's address and stream handle, no error.
+    fn, s, c = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A), StandInBuffer(N, context=ctx)
+    fn.launch(1, 32, c, c, c, N, stream=s)
+
+    def forked() -> None:
+        raise ForkedProcessError("<stand-in context> belongs to the parent process")
+
+    ctx.check_usable = forked  # what the context registry's fork hook makes every use of it do in the child
+    with pytest.raises(ForkedProcessError):
+        c.__cuda_array_interface__  # noqa: B018 (the property is what is tested)
+    with pytest.raises(ForkedProcessError):
+        c.__dlpack__(stream=CONSUMER)
