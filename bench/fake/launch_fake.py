@@ -41,7 +41,10 @@ ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+sys.path.insert(0, str(ROOT / "bench"))
+
 from anatomy import STEPS, Anatomy  # noqa: E402 (after the path it is found on)
+from launch_overhead import PTX_WIDE  # noqa: E402 (the kernel of eight pointers the GPU bench uses too)
 
 FAKE_SOURCE = Path(__file__).resolve().parent / "fakelaunch.c"
 FAKE_ENV = "RAWCUDA_LIBCUDA"
@@ -49,19 +52,6 @@ BLOCK = 256
 BIG_N = 1 << 20  # an element count past CPython's small-int cache: `a.size` is then a new int object per call
 BUFFERS_WIDE = 8  # the many-buffer case
 
-#: A kernel of eight pointers and a count, for the many-buffer rows (the fake loads any image).
-PTX_WIDE = """
-.version 8.0
-.target sm_90
-.address_size 64
-.visible .entry wide(
-    .param .u64 p0, .param .u64 p1, .param .u64 p2, .param .u64 p3,
-    .param .u64 p4, .param .u64 p5, .param .u64 p6, .param .u64 p7, .param .u64 n
-)
-{
-    ret;
-}
-"""
 
 L3 = "fn.launch(1, 256, c, a, b, n, stream={s})"
 L8 = "wide.launch(1, 256, q0, q1, q2, q3, q4, q5, q6, q7, n, stream={s})"
