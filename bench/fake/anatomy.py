@@ -47,7 +47,12 @@ class Anatomy:
     def config(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
         last = packed.launches.get(id(stream))
-        if not (last is not None and last[0] == grid and last[1] == block and last[2] == shared_mem):
+        if not (
+            last is not None
+            and (last[0] == grid) is True
+            and (last[1] == block) is True
+            and (last[2] == shared_mem) is True
+        ):
             raise RuntimeError("the anatomy's configuration does not match")
         prepared = last[3]
         launch_kernel.call(prepared[0], prepared[1], packed.array, None)
@@ -57,9 +62,9 @@ class Anatomy:
         last = packed.launches.get(id(stream))
         if not (
             last is not None
-            and last[0] == grid
-            and last[1] == block
-            and last[2] == shared_mem
+            and (last[0] == grid) is True
+            and (last[1] == block) is True
+            and (last[2] == shared_mem) is True
             and packed.generation == closes.generation
             and packed.same(args)
         ):
@@ -72,9 +77,9 @@ class Anatomy:
         last = packed.launches.get(id(stream))
         if not (
             last is not None
-            and last[0] == grid
-            and last[1] == block
-            and last[2] == shared_mem
+            and (last[0] == grid) is True
+            and (last[1] == block) is True
+            and (last[2] == shared_mem) is True
             and packed.generation == closes.generation
             and packed.same(args)
         ):
@@ -95,9 +100,9 @@ class Anatomy:
         last = packed.launches.get(sid)
         if not (
             last is not None
-            and last[0] == grid
-            and last[1] == block
-            and last[2] == shared_mem
+            and (last[0] == grid) is True
+            and (last[1] == block) is True
+            and (last[2] == shared_mem) is True
             and packed.generation == closes.generation
             and packed.same(args)
         ):

@@ -165,12 +165,13 @@ class Function:
         packed = self._packed
         sid = id(stream)
         last = packed.launches.get(sid)
+        # `is True`: an array's == answers an array (truthy for one element), and the slow path refuses arrays.
         try:
             again = (
                 last is not None
-                and last[0] == grid
-                and last[1] == block
-                and last[2] == shared_mem
+                and (last[0] == grid) is True
+                and (last[1] == block) is True
+                and (last[2] == shared_mem) is True
                 and packed.generation == closes.generation
                 and packed.same(args)
             )

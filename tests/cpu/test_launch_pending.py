@@ -562,3 +562,17 @@ def test_a_forked_child_cannot_export_the_parents_memory(ctx: StandInContext, la
         c.__cuda_array_interface__  # noqa: B018 (the property is what is tested)
     with pytest.raises(ForkedProcessError):
         c.__dlpack__(stream=CONSUMER)
+
+
+def test_a_warm_launch_refuses_the_grid_a_cold_one_refuses(ctx: StandInContext, launches: list[Any]) -> None:
+    # Before: after a launch with grid 4, np.array([4]) compared equal (a one-element array is truthy) and was
+    # launched, where a new kernel object refuses it with a TypeError naming the grid.
+    fn, c = stand_in_function(ctx), StandInBuffer(N, context=ctx)
+    fn.launch(4, 32, c, c, c, N)
+    for grid in (np.array([4]), np.array([4, 1])):
+        with pytest.raises(TypeError, match="grid must be an int or a tuple"):
+            fn.launch(grid, 32, c, c, c, N)
+    with pytest.raises(TypeError, match="block must be an int or a tuple"):
+        fn.launch(4, np.array([32]), c, c, c, N)
+    fn.launch(np.int64(4), 32, c, c, c, N)  # a numpy integer is a whole number, warm or cold
+    assert len(launches) == 2
