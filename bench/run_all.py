@@ -148,6 +148,38 @@ def launch_targets(launch: dict[str, Any]) -> list[tuple[str, bool | None, str]]
                 f"{bound['us']:.2f} vs {cb:.2f} us",
             )
         )
+    return rows + floor_targets(launch)
+
+
+def floor_targets(launch: dict[str, Any]) -> list[tuple[str, bool | None, str]]:
+    """Whether the launch targets can be met at all over ctypes, and what the checks cost above that floor.
+
+    python_floor is a Python function of launch's shape that makes only rawcuda's ctypes driver call. When it
+    is already slower than a peer, no Python launch over ctypes can beat that peer: the gap is the call itself.
+    """
+    floor = launch.get("python_floor")
+    if floor is None:
+        return []
+    rows: list[tuple[str, bool | None, str]] = []
+    if "cuda_bindings" in launch:
+        cb = launch["cuda_bindings"]["us"]
+        rows.append(
+            (
+                "the floor over ctypes (python_floor) <= cuda.bindings: the bound target is reachable",
+                floor["us"] <= cb,
+                f"python_floor {floor['us']:.2f} vs cuda.bindings {cb:.2f} us",
+            )
+        )
+    if "cuda_core" in launch and "rawcuda_launch" in launch:
+        ours, core = launch["rawcuda_launch"]["us"], launch["cuda_core"]["us"]
+        rows.append(
+            (
+                "Function.launch's checks above the floor <= cuda.core's whole call above it",
+                ours - floor["us"] <= core - floor["us"],
+                f"checks +{ours - floor['us']:.2f} us; cuda.core +{core - floor['us']:.2f} us over python_floor "
+                f"{floor['us']:.2f} us",
+            )
+        )
     return rows
 
 

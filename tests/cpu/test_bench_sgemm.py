@@ -133,3 +133,20 @@ def test_sgemm_bench_without_a_gpu_skips_in_one_line(tmp_path: Path) -> None:
     lines = proc.stdout.splitlines()
     assert len(lines) == 1 and lines[0].startswith("skipped: no usable GPU here (DriverNotFoundError:"), lines
     assert not out.exists()
+
+
+def test_run_all_says_whether_the_launch_targets_are_reachable_over_ctypes() -> None:
+    """The floor rows: a bound target below the bare Python-plus-ctypes call is reported as unreachable."""
+    run_all = load_script("run_all")
+    launch = {
+        "rawcuda_launch": {"us": 5.5},
+        "cuda_core": {"us": 5.1},
+        "cuda_bindings": {"us": 4.6},
+        "python_floor": {"us": 4.7},
+    }
+    rows = {goal: (met, numbers) for goal, met, numbers in run_all.floor_targets(launch)}
+    reach = rows["the floor over ctypes (python_floor) <= cuda.bindings: the bound target is reachable"]
+    assert reach == (False, "python_floor 4.70 vs cuda.bindings 4.60 us")
+    checks = rows["Function.launch's checks above the floor <= cuda.core's whole call above it"]
+    assert checks[0] is False and checks[1].startswith("checks +0.80 us; cuda.core +0.40 us")
+    assert run_all.floor_targets({"rawcuda_launch": {"us": 1.0}}) == []  # no floor measured: nothing claimed
