@@ -129,6 +129,7 @@ def bind(lib: Any, row: tuple[str, str, Any, tuple[Any, ...]], errcheck: Any) ->
 
 def main(t: Tutorial) -> None:
     t.step(f"dlopen the driver by its soname: ctypes.CDLL({SONAME!r})")
+    t.term("soname")
     requested = library_name()  # SONAME, unless $RAWCUDA_LIBCUDA names another file (the CPU tests' fake)
     try:
         lib = ctypes.CDLL(requested)
@@ -192,6 +193,7 @@ def main(t: Tutorial) -> None:
     text = c_char_p()  # the out-parameter: the driver points it at a static string the driver owns
     named = lib.cuGetErrorName(failed, byref(text))
     failed_name = text.value.decode() if named == CUDA_SUCCESS and text.value else "an unknown code"
+    t.term("errcheck")
     t.say(
         f"cuDeviceGet(&dev, {BAD_ORDINAL}) -> {failed}; cuGetErrorName({failed}, &str) -> {failed_name!r}\n"
         "Nothing was raised: ignore the integer and the program carries on with a garbage device. The seed's\n"

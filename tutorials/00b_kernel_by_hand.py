@@ -153,6 +153,7 @@ def declare(lib: Any) -> None:
 
 
 def main(t: Tutorial) -> None:
+    t.words("CUresult", "errcheck")
     t.step("open libcuda, declare what this file calls, and make every failing call raise")
     requested = library_name()  # SONAME, unless $RAWCUDA_LIBCUDA names another file (the CPU tests' fake)
     try:
@@ -262,6 +263,7 @@ def main(t: Tutorial) -> None:
     module, kernel = CUmodule(), CUfunction()
     lib.cuModuleLoadData(byref(module), ptx)  # `ptx` (bytes) must stay alive during the call: it is a local
     lib.cuModuleGetFunction(byref(kernel), module, b"vector_add")
+    t.term("name mangling")
     t.say(
         f"module {module.value or 0:#x}, function {kernel.value or 0:#x}. The name is exactly 'vector_add' "
         'because the kernel is extern "C";\nPTX names its parameters by position only: four 8-byte values '
@@ -288,6 +290,7 @@ def main(t: Tutorial) -> None:
     )
 
     t.step(f"cuLaunchKernel: grid x {BLOCK} threads, no dynamic shared memory, the legacy default stream")
+    t.term("dynamic shared memory")
     grid = (N + BLOCK - 1) // BLOCK
     lib.cuLaunchKernel(kernel, grid, 1, 1, BLOCK, 1, 1, 0, None, kernel_params, None)
     lib.cuCtxSynchronize()  # the launch is asynchronous: a fault in the kernel shows up here
@@ -296,6 +299,7 @@ def main(t: Tutorial) -> None:
     t.term("shared memory")
     t.term("stream")
     t.term("legacy default stream")
+    t.term("grid-stride loop")
     t.say(
         f"grid = ceil({N:,} / {BLOCK}) = {grid:,} blocks: one thread per element, as for a naive kernel. The\n"
         "shipped kernel (tutorial 01 shows it) loops grid-stride over float4s, so any grid covers any n.\n"

@@ -51,6 +51,21 @@ def shipped_kernel() -> str:
 
 
 def main(t: Tutorial) -> None:
+    t.words(
+        "kernel",
+        "grid",
+        "grid-stride loop",
+        "block",
+        "shared memory",
+        "dynamic shared memory",
+        "context",
+        "primary context",
+        "current context",
+        "stream",
+        "legacy default stream",
+        "PTX",
+        "name mangling",
+    )
     t.step("dlopen libcuda (the first thing that touches the driver; `import rawcuda` did not)")
     driver = cu.library()
     t.say(f"opened {driver.requested!r} -> {driver.path}")

@@ -47,6 +47,19 @@ def show(t: Tutorial, cust: str, rawcuda_line: str, raw: str) -> None:
 
 
 def main(t: Tutorial) -> None:
+    t.words(
+        "kernel",
+        "grid",
+        "grid-stride loop",
+        "block",
+        "SM",
+        "register",
+        "context",
+        "primary context",
+        "current context",
+        "stream",
+        "PTX",
+    )
     t.step("initialise and pick a device")
     show(
         t,

@@ -84,8 +84,10 @@ def seed_kernel_note(step: ReduceStep) -> str:
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "grid", "block", "register", "shared memory")
     t.step("the plan: nine kernels, one table of launches, passes until one block is left")
     t.say(launch_table())
+    t.term("wave")
     t.say(
         "steps 1-6 launch one block per 256 (or 512) elements: over 2^26 floats that is 262,144 (or 131,072)\n"
         "blocks, then a pass over their partial sums, and so on. Steps 7-9 launch one wave of blocks whose\n"

@@ -71,6 +71,7 @@ def show_banks(t: Tutorial) -> dict[int, int]:
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "bank conflict")
     t.step("three kernels: naive (no tile), and one tiled template, padded or not")
     t.say(excerpt("transpose.cu", "transpose_naive"))
     t.say(excerpt("transpose.cu", "transpose_tiled"))

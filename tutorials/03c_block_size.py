@@ -33,6 +33,7 @@ SOURCE = Path(rawcuda.kernels.KERNEL_DIR).parent.parent / "kernels" / "occupancy
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "block", "SM", "register", "shared memory", "name mangling")
     t.step("the kernel: one element per thread, no loop")
     text = SOURCE.read_text()
     t.say(text[text.index('extern "C"') :].rstrip())

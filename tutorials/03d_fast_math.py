@@ -72,6 +72,7 @@ def run_both(kernel: str, x: DeviceBuffer, out: DeviceBuffer, *scalars: int) -> 
 
 
 def main(t: Tutorial) -> None:
+    t.words("PTX")
     t.step("what the flag changed: the special-function instructions in each build's PTX")
     manifest = rawcuda.kernels.load_manifest()["kernels"]
     for stem in BUILDS.values():

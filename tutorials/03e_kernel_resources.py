@@ -166,6 +166,19 @@ def by_hand(t: Tutorial, ctx: rawcuda.Context, step: ReduceStep) -> None:
 
 
 def main(t: Tutorial) -> None:
+    t.words(
+        "kernel",
+        "grid",
+        "block",
+        "SM",
+        "occupancy",
+        "shared memory",
+        "dynamic shared memory",
+        "context",
+        "primary context",
+        "CUresult",
+        "stream",
+    )
     step = STEPS[2]  # reduce_03_sequential_addressing: __launch_bounds__(256) in kernels/reduce_steps.cu
     t.step("the GPU and its primary context (rawcuda opens libcuda and calls cuInit here)")
     ctx = rawcuda.default_context()  # the first driver call: without a GPU the tutorial stops here, status 77
@@ -188,6 +201,7 @@ def main(t: Tutorial) -> None:
         "the padded tile is one 32-float column (128 bytes) larger than the unpadded one",
     )
     fn = step.function(ctx)
+    t.term("launch bounds")
     t.check(fn.max_threads_per_block == STEPS_BLOCK, f"__launch_bounds__({STEPS_BLOCK}) caps {step.kernel}'s block")
 
     t.step(

@@ -57,6 +57,7 @@ def gb_per_s(nbytes: int, ms: float) -> float:
 
 
 def main(t: Tutorial) -> None:
+    t.words("pageable memory", "CUresult", "stream", "event")
     t.step(f"a GPU, a stream, {COPY_BYTES // MIB} MiB of random floats on the host, and room for them on the device")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one
@@ -91,6 +92,7 @@ def main(t: Tutorial) -> None:
         del view  # no view may outlive the memory under it
     finally:
         free_rc = cuMemFreeHost(pinned_ptr)
+    t.term("copy engine")
     t.say(
         "CUresult cuMemHostAlloc(void **pp, size_t bytesize, unsigned int Flags);\n"
         "CUresult cuMemcpyHtoDAsync(CUdeviceptr dstDevice, const void *srcHost, size_t ByteCount, CUstream hStream);\n"

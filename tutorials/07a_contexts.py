@@ -64,6 +64,7 @@ def picture(stack: list[tuple[str, int, int]], current: int) -> str:
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "block", "context", "primary context", "CUresult")
     t.step("raw: open libcuda with ctypes and declare, by hand, the functions this tutorial calls")
     # rawcuda's loader finds the file (and turns "no driver here" into a clean skip); by hand this line is
     # ctypes.CDLL("libcuda.so.1"). Every declaration names the *exported* symbol: cuda.h #defines many plain
@@ -153,6 +154,7 @@ def main(t: Tutorial) -> None:
     expect_success(t, cuMemAlloc(byref(d_a), N * FLOAT_BYTES), f"cuMemAlloc(&d_a, {N * FLOAT_BYTES})")
     t.say(picture(stack, current()) + f"\nd_a = {d_a.value:#x}, owned by {owner_of(d_a.value):#x}")
     t.check(current() == a and owner_of(d_a.value) == a, "A is current, and d_a belongs to A")
+    t.term("UVA")
     t.say(
         f"asked with A current, d_b ({d_b.value:#x}) is still owned by {owner_of(d_b.value):#x}, B: with unified\n"
         "addressing a device pointer is unique in the process, so any context can ask the driver about it.\n"

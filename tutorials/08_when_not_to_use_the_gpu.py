@@ -270,6 +270,19 @@ def size_text(n: int) -> str:
 
 
 def main(t: Tutorial) -> None:
+    t.words(
+        "kernel",
+        "grid",
+        "SM",
+        "register",
+        "shared memory",
+        "pageable memory",
+        "pinned memory",
+        "copy engine",
+        "context",
+        "stream",
+        "PTX",
+    )
     by_hand_us = round_trip_by_hand(t)
     t.step("rawcuda: the contenders, and the memory they use")
     dev = rawcuda.Device(0)

@@ -117,6 +117,7 @@ async def with_ticker(work: Callable[[], Awaitable[None]]) -> tuple[float, float
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "stream", "event")
     t.step("raw ctypes first: the callback type by hand, and the callback-lifetime trap")
     alive, freed = freed_when_unreferenced()
     t.say(
@@ -162,11 +163,11 @@ def main(t: Tutorial) -> None:
         "module-level CUhostFn (rawcuda.ffi.types.CUhostFn, this same type) for every `await`, an integer token\n"
         "as userData, and a registry from token to the waiting Future.\n"
         "cust: Stream::add_callback(Box<FnOnce(CudaResult<()>) + Send>) calls cuStreamAddCallback with\n"
-        'callback_wrapper::<T>, an `extern "C" fn` compiled into the program (it never dies), and the boxed\n'
-        "closure as userData via Box::into_raw: the driver owns the closure until callback_wrapper rebuilds\n"
-        "the Box, calls it once (inside catch_unwind: no panic crosses into C) and drops it. Python has no\n"
-        "compiled code to point at, so the object itself must be kept. (cuda.h: cuStreamAddCallback is\n"
-        "'slated for eventual deprecation'; it suggests cuLaunchHostFunc.)"
+        "callback_wrapper::<T>, a Rust function of the C calling convention compiled into the program (it\n"
+        "never dies), and the boxed closure as userData via Box::into_raw: the driver owns the closure until\n"
+        "callback_wrapper rebuilds the Box, calls it once (inside catch_unwind: no panic crosses into C) and\n"
+        "drops it. Python has no compiled code to point at, so the object itself must be kept. (cuda.h:\n"
+        "cuStreamAddCallback is 'slated for eventual deprecation'; it suggests cuLaunchHostFunc.)"
     )
     t.check(
         ran and token == USER_TOKEN and thread != threading.get_ident() and marker.query(),

@@ -120,6 +120,7 @@ def record(case: Case, launches: list[float]) -> None:
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "unified memory")
     dev = Device(0)
     ctx = default_context()
     stream = Stream()

@@ -77,6 +77,7 @@ def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int, 
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "grid", "block", "warp", "lane", "SM", "register", "shared memory", "bank conflict")
     t.step(f"the problem: C = A @ B at {SIZE}^3, and the budget")
     flops = 2 * SIZE**3
     t.say(
@@ -93,6 +94,7 @@ def main(t: Tutorial) -> None:
     b = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
     a64, b64 = a.astype(np.float64), b.astype(np.float64)
     expected, magnitude = a64 @ b64, np.abs(a64) @ np.abs(b64)
+    t.term("TF32")
     t.say(
         "every result is checked element by element: |C - A@B| <= K * eps * (|A| @ |B|), eps = 2^-23, the bound "
         "of a K-term float32 dot product (rawcuda.ops.sgemm's error_bound, which also gives step 09's TF32 bound)"
@@ -114,6 +116,8 @@ def main(t: Tutorial) -> None:
         if spec.name == "sgemm_08_double_buffer":
             t.say("... and the heart of the template it instantiates (kernels/sgemm_tile.cuh):")
             t.say(excerpt("sgemm_tile.cuh", "// [pipeline]", "// [end pipeline]"))
+        if "tensor core" in WHY[spec.name]:  # defined where a step first needs it, not at step 01
+            t.term("tensor core")
         t.say(f"why: {WHY[spec.name]}")
         fn = ops.kernel(sgemm.STEM, spec.name, default_context())
         t.say(

@@ -2,11 +2,14 @@
 
 A tutorial is ``main(t: Tutorial)`` calling ``t.step(title)`` before each part, ``t.say(text)`` for what
 happened, ``t.check(ok, what)`` for each thing it verifies and ``t.term(name)`` where a word of the
-glossary (docs/glossary.md) is first used; ``run(main, title)`` runs it. How a learner runs one:
+glossary (docs/glossary.md) is first used, and ``t.words(...)`` before step 1 for the words an earlier
+tutorial teaches (so each tutorial defines every term it prints); ``run(main, title)`` runs it. How a learner runs one:
 
 * plain: every step's title (``== step N: title``), what it says, and one ``ok: ...`` line per check;
 * ``--step``: before each step, its title, then the lines of the tutorial that the step is about to run
   (numbered as in the file), then a pause: Enter runs the step, ``q`` stops there;
+* ``--code``: each step's code as ``--step`` shows it, without pausing -- the form of the recordings in
+  tutorials/output/, so a reader without a GPU reads each step's code before its output;
 * ``--from N``: steps 1..N-1 still run -- step N needs what they made -- but quietly, one line each, their
   ``say`` and ``ok`` lines left out (a failed check still stops the run); from step N on, as ``--step``.
   An N larger than the tutorial's number of steps is reported at the end (exit 2): a tutorial whose
@@ -111,6 +114,9 @@ class Tutorial:
             type=_step_number,
             help="run steps 1..N-1 quietly (one line each), then from step N on pause as --step does",
         )
+        parser.add_argument(
+            "--code", action="store_true", help="before each step, show its code, without pausing (as recorded)"
+        )
         # parse_args, not parse_known_args: a mistyped --stpe must stop with the usage (status 2), not run
         # the whole tutorial without the pauses that were asked for.
         self.args = parser.parse_args(argv)
@@ -137,8 +143,10 @@ class Tutorial:
             print(f"{STEP_PREFIX}{self.number}: {text}  [quiet: --from {self.args.start}]")
             return
         print(f"\n{STEP_PREFIX}{self.number}: {text}")
-        if self.pausing:
+        pausing = self.pausing
+        if pausing or self.args.code:
             self._show_source(inspect.currentframe())
+        if pausing:
             self._pause()
 
     def say(self, text: str) -> None:
@@ -161,6 +169,21 @@ class Tutorial:
             return
         self.terms_seen.add(key)
         self.say(f"term: {name} -- {definition or entry.definition}\n      (more: {entry.link})")
+
+    def words(self, *names: str) -> None:
+        """The words this tutorial uses that an earlier one teaches, each defined in one line before step 1.
+
+        Why: a learner may open any tutorial first; each one defines every term it prints (docs/glossary.md).
+        Shown even with ``--from N``, which skips into the middle: the words are needed all the more there.
+        """
+        lines = []
+        for name in names:
+            entry = _glossary.lookup(name)  # a term missing from docs/glossary.md is a bug in the tutorial
+            if entry.name.casefold() not in self.terms_seen:
+                self.terms_seen.add(entry.name.casefold())
+                lines.append(f"{INDENT}  {name} -- {entry.definition}")
+        if lines:
+            print(f"{INDENT}words used here (each one's full entry: {_glossary.GLOSSARY_LINK}):", *lines, sep="\n")
 
     def _show_source(self, here: FrameType | None) -> None:
         caller = here.f_back if here is not None else None

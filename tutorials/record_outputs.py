@@ -42,6 +42,9 @@ from rawcuda.tools import cli
 TUTORIAL_DIR = Path(__file__).resolve().parent
 TUTORIAL_PATTERN = "[0-9][0-9]*_*.py"  # NN_name.py and NNa_name.py, as tests/cpu/test_tutorials.py collects them
 OUTPUT_MARKER = "--- output ---"  # the header ends at this line; the tutorial's own output follows it
+#: How a tutorial is recorded: each step's code before its output, unpaused (tutorials/_tutorial.py, --code).
+#: A reader without a GPU then reads a recording as a learner with one reads ``--step``.
+RECORDED_FLAGS = ("--code",)
 TIMEOUT_S = 600  # per tutorial: generous, so only a hung tutorial hits it (reported as failed, not waited on)
 TAIL_LINES = 15  # of a failed tutorial's output, shown in the summary
 DRIVER_VERSION_FILE = Path("/proc/driver/nvidia/version")  # Linux: "NVRM version: ... Kernel Module  580.159 ..."
@@ -58,7 +61,7 @@ def command_for(script: Path) -> str:
         shown = script.resolve().relative_to(ROOT).as_posix()
     except ValueError:  # a script outside the checkout (the recorder's own tests)
         shown = str(script)
-    return f"python3 {shown}"
+    return " ".join(["python3", shown, *RECORDED_FLAGS])
 
 
 # --- the machine ------------------------------------------------------------------------------------------------
@@ -161,7 +164,7 @@ def run_one(script: Path, timeout: float = TIMEOUT_S) -> Result:
     started = time.perf_counter()
     try:
         proc = subprocess.run(
-            [sys.executable, str(script)],
+            [sys.executable, str(script), *RECORDED_FLAGS],
             cwd=ROOT.parent,
             env=env,
             stdin=subprocess.DEVNULL,

@@ -170,6 +170,17 @@ INTRODUCED = [
     "cubin",
     "VMM",
     "CAI",
+    "soname",
+    "errcheck",
+    "grid-stride loop",
+    "dynamic shared memory",
+    "name mangling",
+    "wave",
+    "launch bounds",
+    "copy engine",
+    "UVA",
+    "tensor core",
+    "TF32",
 ]
 
 
@@ -218,7 +229,7 @@ def printed_text(path: Path) -> str:
     return "\n".join(call_text(call, named) for call in calls(path, PRINTING_METHODS))
 
 
-def run_order(path: Path) -> list[ast.Call]:
+def run_order(path: Path, methods: frozenset[str] = frozenset(PRINTING_METHODS)) -> list[ast.Call]:
     """The printing calls of a tutorial in the order a run reaches them, as far as the source says: ``main``'s
     body in order (the module's, for a file without one), each call of another function of the file followed
     into it, both branches of an ``if``, a loop's body once, a call's arguments before the call."""
@@ -231,7 +242,7 @@ def run_order(path: Path) -> list[ast.Call]:
             visit(child, inside)
             if not isinstance(child, ast.Call):
                 continue
-            if method(child) in PRINTING_METHODS:
+            if method(child) in methods:
                 found.append(child)
             elif isinstance(child.func, ast.Name) and child.func.id in functions and child.func.id not in inside:
                 visit(functions[child.func.id], inside | {child.func.id})  # not into itself: no recursion
@@ -260,6 +271,36 @@ def introduced(path: Path) -> dict[str, str]:
     for call in calls(path, {"term"}):
         found[term_name(call, path)] = ast.literal_eval(call.args[0])
     return found
+
+
+def listed_words(path: Path) -> list[str]:
+    """The glossary entries a tutorial's ``t.words(...)`` block names (each argument a string literal)."""
+    found = []
+    for call in calls(path, {"words"}):
+        for arg in call.args:
+            assert isinstance(arg, ast.Constant) and isinstance(arg.value, str), (
+                f"{path.name}:{call.lineno}: t.words takes string literals, so this test can check them"
+            )
+            found.append(glossary.lookup(arg.value).name)
+    return found
+
+
+def undefined_problems(path: Path) -> list[str]:
+    """The glossary terms a tutorial prints without defining them itself, by t.term or in its t.words block:
+    a learner may open any tutorial first. The block runs before step 1 and names no term the tutorial teaches."""
+    printed = printed_text(path)
+    taught, words = introduced(path), listed_words(path)
+    problems = [
+        f"{path.name} prints {term.name!r} but neither t.term nor t.words defines it"
+        for term in TERMS
+        if mentions(printed, term.names) and term.name not in taught and term.name not in words
+    ]
+    problems += [f"{path.name}: {name!r} is both taught (t.term) and in t.words" for name in words if name in taught]
+    problems += [f"{path.name}: t.words names {name!r} twice" for name in sorted(set(words)) if words.count(name) > 1]
+    order = [method(call) for call in run_order(path, frozenset(PRINTING_METHODS | {"words"}))]
+    if "words" in order and "step" in order[: order.index("words")]:
+        problems.append(f"{path.name}: t.words runs after a step; call it before step 1")
+    return problems
 
 
 def mentions(text: str, names: tuple[str, ...]) -> bool:
@@ -319,6 +360,26 @@ def test_each_introduced_term_is_introduced_where_it_is_first_printed() -> None:
 @pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
 def test_each_term_is_introduced_in_the_step_that_first_prints_it(path: Path) -> None:
     assert not placement_problems(path), "\n".join(placement_problems(path))
+
+
+@pytest.mark.parametrize("path", TUTORIALS, ids=[p.stem for p in TUTORIALS])
+def test_each_tutorial_defines_every_term_it_prints(path: Path) -> None:
+    assert not undefined_problems(path), "\n".join(undefined_problems(path))
+
+
+def test_the_own_words_rule_catches_an_undefined_term(tmp_path: Path) -> None:
+    path = tmp_path / "05_words.py"
+    path.write_text("def main(t):\n    t.step('launch 8 warps per block')\n")
+    assert sorted(undefined_problems(path)) == [
+        "05_words.py prints 'block' but neither t.term nor t.words defines it",
+        "05_words.py prints 'warp' but neither t.term nor t.words defines it",
+    ]
+    path.write_text("def main(t):\n    t.words('warp', 'block')\n    t.step('launch 8 warps per block')\n")
+    assert undefined_problems(path) == []
+    path.write_text("def main(t):\n    t.step('launch 8 warps per block')\n    t.words('warp', 'block')\n")
+    assert undefined_problems(path) == ["05_words.py: t.words runs after a step; call it before step 1"]
+    path.write_text("def main(t):\n    t.words('warp', 'block')\n    t.step('8 warps per block')\n    t.term('warp')\n")
+    assert undefined_problems(path) == ["05_words.py: 'warp' is both taught (t.term) and in t.words"]
 
 
 @pytest.mark.parametrize("name", INTRODUCED)

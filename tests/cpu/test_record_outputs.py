@@ -55,8 +55,12 @@ def test_a_good_run_is_written_behind_its_header(tmp_path: Path, capsys: pytest.
     fields, output = recorder.split_recording(text)
     assert fields["recorded"].startswith(datetime.datetime.now(datetime.timezone.utc).strftime("%Y-"))
     assert fields["gpu"] == INFO["gpu"] and fields["driver"] == INFO["driver"]
-    assert fields["command"] == f"python3 {script}" and "--only 98_good" in fields["regenerate"]
+    assert fields["command"] == f"python3 {script} --code" and "--only 98_good" in fields["regenerate"]
     assert output.startswith("# Tutorial 98: a stand-in\n") and "   ok: all 1,048,576 values arrived\n" in output
+    # Recorded as --code shows it: the step's numbered code, then what it printed; and never a pause.
+    code = output.index('| t.say("took 3.1 ms")')
+    assert output.index("== step 1: copy 4 MiB") < code < output.index("   took 3.1 ms"), output
+    assert "[Enter" not in output
     assert output.rstrip().endswith("every step verified.")
     assert "ok     98_good: 1 steps, 1 checks" in capsys.readouterr().out
 
@@ -165,7 +169,7 @@ def test_a_file_without_the_marker_is_not_a_recording() -> None:
 def test_the_header_round_trips() -> None:
     fields, output = recorder.split_recording(recorder.header(INFO, ROOT / "tutorials" / "98_x.py", WHEN) + RECORDED)
     assert output == RECORDED
-    assert fields["recorded"] == "2025-01-02 03:04:05 UTC" and fields["command"] == "python3 tutorials/98_x.py"
+    assert fields["recorded"] == "2025-01-02 03:04:05 UTC" and fields["command"] == "python3 tutorials/98_x.py --code"
 
 
 # --- the committed recordings ------------------------------------------------------------------------------------

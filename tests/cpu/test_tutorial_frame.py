@@ -52,6 +52,7 @@ from _tutorial import Tutorial, run
 
 
 def main(t: Tutorial) -> None:
+    t.words("kernel", "stream", "kernel")
     t.step("first step")
     value = 1
     t.say("said in step one")
@@ -175,6 +176,30 @@ def test_end_of_input_at_the_pause_carries_on_without_pausing(stand_in: Path) ->
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert proc.stdout.count("[Enter: run step") == 1, "after end-of-file, no more pauses"
     assert SAID.format("three") in proc.stdout and "every step verified" in proc.stdout
+
+
+def test_code_shows_every_steps_code_without_pausing(stand_in: Path) -> None:
+    """--code: how the recordings are made -- each step's numbered code, then its output, and no prompt."""
+    proc = run_stand_in(stand_in, "--code", stdin="")
+    assert_clean(proc)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    out = proc.stdout
+    assert PROMPT.format(1) not in out and "[Enter" not in out
+    for number, title, said in ((1, "first step", "one"), (3, "third step", "three")):
+        line = line_of(stand_in, f't.step("{title}")')
+        code = out.index(f'{line} | t.step("{title}")')
+        assert out.index(f"== step {number}: {title}") < code < out.index(SAID.format(said)), out
+    assert "every step verified" in out
+
+
+def test_words_defines_each_word_once_before_step_one(stand_in: Path) -> None:
+    glossary = tutorial_module("_glossary")
+    for flags in ((), ("--from", "3")):  # --from skips into the middle: the words are shown all the same
+        out = run_stand_in(stand_in, *flags, stdin=ENTER_PRESSES).stdout
+        block = out[: out.index("== step 1")]
+        assert "words used here" in block, out
+        for name in ("kernel", "stream"):
+            assert block.count(f"   {name} -- {glossary.lookup(name).definition}\n") == 1, block
 
 
 # --- --from N -------------------------------------------------------------------------------------------------
