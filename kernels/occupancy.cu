@@ -15,6 +15,12 @@
 // Launch configuration: block = any size from 1 to 1024 (a multiple of 32 wastes no lanes);
 // grid = ceil(n / block) (at most 2^31 - 1 blocks: n up to ~2^41 at 1024 threads); dynamic shared
 // memory = 0. Indices are size_t and blockIdx.x is widened before the multiply: n may pass 2^31.
+//
+// copy_grid_stride(out, in, n): the same copy as a grid-stride loop -- each thread starts at its global
+// index and steps by the grid's thread count -- so any grid covers any n, and a block copies many
+// elements instead of blockDim.x. tutorials/03c_block_size.py launches it with small blocks and a grid
+// of one wave (as many blocks as fit at once): the work no longer decides how many blocks there are.
+// Launch configuration: any block and any grid of at least one block; dynamic shared memory = 0.
 
 #include <cstddef>
 
@@ -22,6 +28,14 @@ extern "C" __global__ void copy_one_per_thread(float *__restrict__ out, const fl
 {
     const size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x;
     if (i < n) {
+        out[i] = in[i];
+    }
+}
+
+extern "C" __global__ void copy_grid_stride(float *__restrict__ out, const float *__restrict__ in, size_t n)
+{
+    const size_t threads = static_cast<size_t>(gridDim.x) * blockDim.x;
+    for (size_t i = static_cast<size_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n; i += threads) {
         out[i] = in[i];
     }
 }

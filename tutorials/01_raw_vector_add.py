@@ -33,6 +33,10 @@ BLOCK = 256  # threads per block, the seed's choice: a multiple of the warp size
 NAN_BITS = 0x7FC00000  # a float32 quiet NaN, as a 32-bit pattern for cuMemsetD32
 LOG_BYTES = 8192  # capacity of each JIT log buffer
 FLOAT_BYTES = 4
+CTX_CREATE_V4_SINCE = 12050  # cuDriverGetVersion's 1000 * major + 10 * minor: cuCtxCreate_v4 came with CUDA 12.5
+ALLOC_ALIGNMENT = 256  # bytes: what cuMemAlloc guarantees (the float4 loads below need 16)
+MAX_REGISTERS_PER_THREAD = 255  # every GPU since compute capability 3.5: a kernel may use at most this many
+TARGET = re.compile(r"^\.target sm_(\d+)", re.M)  # the PTX's oldest GPU: .target sm_80 = compute capability 8.0
 SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "vector_add.cu"  # in a source checkout
 NAIVE_KERNEL = """\
 extern "C" __global__ void vector_add(float *c, const float *a, const float *b, size_t n) {
@@ -75,6 +79,7 @@ def main(t: Tutorial) -> None:
     version = c_int()
     cu.cuDriverGetVersion(byref(version))
     t.say(f"cuDriverGetVersion -> {version.value} (CUDA {version.value // 1000}.{version.value % 1000 // 10})")
+    t.check(version.value >= CTX_CREATE_V4_SINCE, "the driver is CUDA 12.5 or newer: it has cuCtxCreate_v4 (step 4)")
 
     t.step("pick device 0 and ask what it is")
     count = c_int()
@@ -93,6 +98,7 @@ def main(t: Tutorial) -> None:
         f"{count.value} device(s); device 0 = {name.value.decode()}, compute capability "
         f"{major.value}.{minor.value}, {sms.value} SMs"
     )
+    t.check(count.value >= 1 and sms.value >= 1, f"device 0 exists, with {sms.value} SMs to run blocks on")
 
     t.step("create a context and make it current (the seed: Context::create_and_push(MAP_HOST | SCHED_AUTO))")
     # CUDA 13's cuCtxCreate is cuCtxCreate_v4: a params struct (NULL = no extras) comes before the flags.
@@ -127,6 +133,10 @@ def main(t: Tutorial) -> None:
     for ptr in (d_a, d_b, d_c):
         cu.cuMemAlloc(byref(ptr), nbytes)
     t.say(f"a at {d_a.value:#x}, b at {d_b.value:#x}, c at {d_c.value:#x} ({nbytes:,} bytes each)")
+    t.check(
+        all(ptr.value % ALLOC_ALIGNMENT == 0 for ptr in (d_a, d_b, d_c)),
+        f"each address is a multiple of {ALLOC_ALIGNMENT}: cuMemAlloc's alignment, which the float4 loads rely on",
+    )
 
     t.step("copy a and b to the device, and poison c with NaN so an idle kernel cannot look right")
     cu.cuMemcpyHtoDAsync(d_a, a.ctypes.data, nbytes, stream)
@@ -159,6 +169,13 @@ def main(t: Tutorial) -> None:
     ptx = ptx_file.read_bytes() + b"\0"  # the driver reads PTX as a C string: NUL-terminate it
     header = [line for line in ptx.decode().splitlines() if line.startswith((".version", ".target"))]
     t.say(f"{ptx_file.name}: {' '.join(header)}")
+    target = TARGET.search(ptx.decode())
+    oldest = int(target.group(1)) if target else 0
+    t.check(
+        target is not None and divmod(oldest, 10) <= (major.value, minor.value),
+        f"the PTX's .target sm_{oldest} is no newer than the device ({major.value}.{minor.value}): the JIT can "
+        "compile it for this GPU",
+    )
     info_log = ctypes.create_string_buffer(LOG_BYTES)
     error_log = ctypes.create_string_buffer(LOG_BYTES)
     options = (c_int * 4)(
@@ -181,6 +198,10 @@ def main(t: Tutorial) -> None:
     cu.cuFuncGetAttribute(byref(regs), FunctionAttribute.NUM_REGS, kernel)
     t.term("register")
     t.say(f"function {kernel.value:#x}, {regs.value} registers per thread")
+    t.check(
+        0 < regs.value <= MAX_REGISTERS_PER_THREAD,
+        f"{regs.value} registers per thread, within the {MAX_REGISTERS_PER_THREAD} a thread may have",
+    )
 
     t.step("pack the arguments: an array of void*, each pointing at one argument's *value*")
     # vector_add(float *c, const float *a, const float *b, size_t n): three device addresses (8 bytes)

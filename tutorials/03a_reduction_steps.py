@@ -3,7 +3,8 @@
 Summing an array is the seed article's "case 3", the kernel it writes by hand. This tutorial walks the
 classic progression of that kernel (``kernels/reduce_steps.cu``, ending with the seed's ``warp_reduce_sum``
 from ``kernels/reduce.cu``): for each step it prints the source, says what changed and why, checks the sum
-against numpy in float64, and times it with CUDA events next to the ceiling -- a device-to-device copy of the
+against numpy's exact total (the data are small whole numbers, so float32 adds them without rounding), and
+times it with CUDA events next to the ceiling -- a device-to-device copy of the
 same bytes. What each change bought is the difference between two lines of measurements, printed at the
 end; nothing here is claimed that this run does not measure. (bench/progressions.py measures the same
 steps over 1 GiB, with cupy.sum and torch.sum beside them.)
@@ -27,6 +28,11 @@ from rawcuda import DeviceBuffer, time_ms
 from rawcuda.ops.reduce_steps import STEPS, ReduceStep, Reduction
 
 N = 1 << 26  # 64 Mi floats = 256 MiB: memory bandwidth, not launch cost, decides
+# The data: whole numbers -VALUE_RANGE..VALUE_RANGE, stored as float32. Every partial sum a reduction forms is
+# then a whole number far below FLOAT32_EXACT_INTEGERS, which float32 adds without rounding: the GPU's total
+# must equal numpy's to the last unit, whatever order the kernel adds in (Harris checks with integers too).
+VALUE_RANGE = 8
+FLOAT32_EXACT_INTEGERS = 1 << 24  # float32 has 24 significant bits: every integer up to 2^24 is exact
 REPS = 10
 FLOAT_BYTES = 4  # sizeof(float), the seed's sizeof(f32)
 WARP = 32  # threads per warp
@@ -94,11 +100,20 @@ def main(t: Tutorial) -> None:
         "threads loop over the array, so the second pass is tiny."
     )
 
-    t.step(f"{N:,} random floats on the GPU, and the ceiling: a device-to-device copy of the same bytes")
+    t.step(f"{N:,} random whole numbers as floats on the GPU, and the ceiling: a device-to-device copy")
     device = rawcuda.Device(0)  # the first driver call: without a GPU the tutorial stops here, status 77
     rng = np.random.default_rng()
-    host = rng.standard_normal(N, dtype=np.float32)
-    exact, abs_sum = float(host.sum(dtype=np.float64)), float(np.abs(host).sum(dtype=np.float64))
+    host = rng.integers(-VALUE_RANGE, VALUE_RANGE + 1, N).astype(np.float32)
+    exact = int(host.sum(dtype=np.int64))
+    # Each partial sum is a sum of some elements chosen without looking at them: about 5 * sqrt(count) in size.
+    spread = float(np.sqrt(N) * host.std())
+    t.say(
+        f"values {-VALUE_RANGE}..{VALUE_RANGE} (a random sign and size, mean 0), exact total {exact:,}. A partial\n"
+        f"sum of m of them is about sqrt(m) * {host.std():.1f} in size: at most ~{spread:,.0f} here, far below\n"
+        f"2^24 = {FLOAT32_EXACT_INTEGERS:,}, up to which float32 holds every integer. So every addition is exact\n"
+        "and each kernel's total must equal numpy's exactly; a kernel that lost one element would be off by it."
+    )
+    t.check(abs(exact) * 4 < FLOAT32_EXACT_INTEGERS, f"the total {exact:,} is far inside float32's exact integers")
     x = DeviceBuffer.from_array(host)
     with DeviceBuffer.empty(N) as scratch:
         copy_ms = time_ms(lambda: rawcuda.cu.cuMemcpyDtoDAsync(scratch.ptr, x.ptr, x.nbytes, 0), reps=REPS).median
@@ -116,8 +131,8 @@ def main(t: Tutorial) -> None:
         show_step(t, step)
         with Reduction(step, x) as reduction:
             reduction.poison()  # a partial sum a pass forgets to write would turn the total into NaN
-            got, bound = reduction(), reduction.error_bound(abs_sum)
-            t.check(abs(got - exact) <= bound, f"sum {got:.3f} is within {bound:.3g} of numpy's float64 {exact:.3f}")
+            got = reduction()
+            t.check(got == exact, f"sum {got:,.0f} equals numpy's exact total {exact:,}, to the last unit")
             ms = time_ms(reduction.run, reps=REPS).median
             passes = reduction.grids
         gbps = x.nbytes / ms / 1e6

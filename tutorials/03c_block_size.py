@@ -11,6 +11,10 @@ work is cut) at blocks of 32 to 1024 threads. For each it prints
 * the occupancy that makes (resident threads / the SM's maximum);
 * the bandwidth achieved, next to a device-to-device copy of the same bytes.
 
+Then the table says why: below 256 threads each block costs the GPU a fixed time, so a block of one element
+per thread is too little work per start, however full the SMs are. Last, the same copy as a grid-stride
+loop (``copy_grid_stride``) with one wave of small blocks, which starts each block once.
+
 Every copy is checked element for element. The speeds are this run's; the tutorial asserts none of them.
 
 Run:  python tutorials/03c_block_size.py [--step]
@@ -29,11 +33,14 @@ from rawcuda import DeviceAttribute, DeviceBuffer, ops, time_ms
 N = 1 << 26  # 64 Mi floats = 256 MiB read and 256 MiB written per copy
 REPS = 10
 BLOCK_SIZES = (32, 64, 128, 256, 512, 1024)
+NS_PER_MS = 1_000_000
+SAME_COST = 0.25  # per-block times within 25 % of each other read as one fixed cost per block
+STRIDE_BLOCKS = (64, 256)  # the grid-stride copy's block sizes: one too small above, and the default
 SOURCE = Path(rawcuda.kernels.KERNEL_DIR).parent.parent / "kernels" / "occupancy.cu"
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "block", "SM", "register", "shared memory", "name mangling")
+    t.words("kernel", "block", "warp", "SM", "register", "shared memory", "name mangling", "grid-stride loop", "wave")
     t.step("the kernel: one element per thread, no loop")
     text = SOURCE.read_text()
     t.say(text[text.index('extern "C"') :].rstrip())
@@ -75,12 +82,12 @@ def main(t: Tutorial) -> None:
         t.check(bool(np.array_equal(out.to_array(), host)), "every element copied")
         ms = time_ms(lambda g=grid, b=block: fn.launch(g, b, out, x, N), reps=REPS).median
         gbps = 2 * x.nbytes / ms / 1e6
-        rows.append((block, active, occupancy, gbps))
+        rows.append((block, active, occupancy, gbps, ms * NS_PER_MS / grid))
         t.say(f"{ms:.3f} ms = {gbps:.0f} GB/s, {gbps / copy_gbps:.0%} of the copy")
 
-    t.step("occupancy next to bandwidth (this run)")
-    lines = ["block  blocks/SM  occupancy   GB/s  of copy"]
-    lines += [f"{b:>5}  {a:>9}  {o:>9.0%}  {g:>5.0f}  {g / copy_gbps:>7.0%}" for b, a, o, g in rows]
+    t.step("occupancy next to bandwidth, and the time per block (this run)")
+    lines = ["block  blocks/SM  occupancy   GB/s  of copy  ns per block"]
+    lines += [f"{b:>5}  {a:>9}  {o:>9.0%}  {g:>5.0f}  {g / copy_gbps:>7.0%}  {ns:>12.3f}" for b, a, o, g, ns in rows]
     best = max(rows, key=lambda r: r[3])
     at_256 = next(r for r in rows if r[0] == ops.BLOCK)
     lines.append(
@@ -88,8 +95,47 @@ def main(t: Tutorial) -> None:
         f"({at_256[3] / best[3]:.0%} of the fastest)"
     )
     t.say("\n".join(lines))
+    t.say(conclusion(rows, device.multiprocessor_count))
+
+    t.step("the same copy as a grid-stride loop: one wave of small blocks, each copying many elements")
+    stride = ops.kernel("occupancy", "copy_grid_stride", ctx)
+    for block in STRIDE_BLOCKS:
+        grid = stride.max_active_blocks_per_sm(block) * device.multiprocessor_count  # one wave: all fit at once
+        out.fill(np.float32(np.nan))
+        stride.launch(grid, block, out, x, N)
+        t.check(bool(np.array_equal(out.to_array(), host)), f"{grid:,} blocks of {block} copied every element")
+        ms = time_ms(lambda g=grid, b=block: stride.launch(g, b, out, x, N), reps=REPS).median
+        gbps = 2 * x.nbytes / ms / 1e6
+        one_per_thread = next(r[3] for r in rows if r[0] == block)
+        t.say(
+            f"{block} threads x {grid:,} blocks (each thread copies ~{N // (grid * block)} elements): {gbps:.0f} GB/s, "
+            f"{gbps / copy_gbps:.0%} of the copy; one element per thread at {block}: {one_per_thread:.0f} GB/s"
+        )
+    t.say(
+        "A grid-stride kernel starts each block once and keeps it busy, so the block size only has to give\n"
+        "each SM enough warps in flight. That is why rawcuda.ops and the kernels of 01 and 03a loop."
+    )
     x.close()
     out.close()
+
+
+def conclusion(rows: list[tuple[int, int, float, float, float]], sms: int) -> str:
+    """What the table says, computed from it: whether small blocks cost a fixed time each."""
+    small = [r for r in rows if r[0] < ops.BLOCK]
+    times = [r[4] for r in small]
+    if max(times) > (1 + SAME_COST) * min(times):
+        return "The small blocks' times per block differ here: no single per-block cost explains them."
+    mean = sum(times) / len(times)
+    full = next((r[0] for r in rows if r[2] >= 1.0), None)
+    occupancy = f"Occupancy was 100 % from {full} threads on" if full else "Occupancy was high"
+    return (
+        f"Blocks of {small[0][0]} to {small[-1][0]} threads all take ~{mean:.2f} ns of the whole GPU each, "
+        f"whatever\ntheir size (about {mean * sms:.0f} ns per block on each of the {sms} SMs): below "
+        f"{ops.BLOCK} threads the GPU\nfinishes blocks at a fixed rate, and a block of one element per thread "
+        f"has too few bytes to fill it.\n{occupancy}, yet the copy ran at a fraction of the ceiling: full "
+        "SMs are not busy SMs\nwhen each block starts, loads a few bytes and ends. Bigger blocks carry more "
+        f"bytes per start; from\n{ops.BLOCK} on, the bandwidth, not the block rate, is the limit."
+    )
 
 
 if __name__ == "__main__":

@@ -37,7 +37,7 @@ TRANSCENDENTALS = {
 CONTRACT = {
     "elementwise": {"bias_relu": ["u64", "u64", "u64", "u64", "u64"], "gelu": ["u64", "u64", "u64"]},
     "matmul": {"matmul": ["u64", "u64", "u64", "u64", "u64", "u64"]},
-    "occupancy": {"copy_one_per_thread": ["u64", "u64", "u64"]},
+    "occupancy": {"copy_one_per_thread": ["u64", "u64", "u64"], "copy_grid_stride": ["u64", "u64", "u64"]},
     "reduce": {"warp_reduce_sum": ["u64", "u64", "u64"]},
     "reduce_steps": {
         name: ["u64", "u64", "u64"]

@@ -151,6 +151,20 @@ def test_copy_one_per_thread_at_every_block_size(block: int, rng: np.random.Gene
     np.testing.assert_array_equal(got, x)
 
 
+@pytest.mark.parametrize(("grid", "block"), [(1, 1), (1, 32), (7, 33), (132, 64), (1000, 1024)])
+def test_copy_grid_stride_covers_any_n_with_any_grid(grid: int, block: int, rng: np.random.Generator) -> None:
+    """One wave or one thread: the loop covers every element, and writes nothing past n."""
+    x = rng.standard_normal(SWEEP_N, dtype=np.float32)
+    fn = ops.kernel("occupancy", "copy_grid_stride", default_context())
+    with DeviceBuffer.from_array(x) as dx, DeviceBuffer.empty(SWEEP_N + GUARD, F32) as whole:
+        whole.fill(NAN)
+        with whole.view(0, SWEEP_N) as out:
+            fn.launch(grid, block, out, dx, SWEEP_N)
+            got = out.to_array()
+        assert tail_is_nan(whole, SWEEP_N)
+    np.testing.assert_array_equal(got, x)
+
+
 def test_the_reported_occupancy_fits_the_multiprocessor() -> None:
     fn, device = copy_kernel(), default_context().device
     threads_per_sm = device.attribute(DeviceAttribute.MAX_THREADS_PER_MULTIPROCESSOR)
