@@ -297,6 +297,11 @@ def undefined_problems(path: Path) -> list[str]:
     ]
     problems += [f"{path.name}: {name!r} is both taught (t.term) and in t.words" for name in words if name in taught]
     problems += [f"{path.name}: t.words names {name!r} twice" for name in sorted(set(words)) if words.count(name) > 1]
+    problems += [
+        f"{path.name}: t.words names {name!r}, which it never prints"
+        for name in words
+        if not mentions(printed, glossary.lookup(name).names)
+    ]
     order = [method(call) for call in run_order(path, frozenset(PRINTING_METHODS | {"words"}))]
     if "words" in order and "step" in order[: order.index("words")]:
         problems.append(f"{path.name}: t.words runs after a step; call it before step 1")
@@ -378,6 +383,8 @@ def test_the_own_words_rule_catches_an_undefined_term(tmp_path: Path) -> None:
     assert undefined_problems(path) == []
     path.write_text("def main(t):\n    t.step('launch 8 warps per block')\n    t.words('warp', 'block')\n")
     assert undefined_problems(path) == ["05_words.py: t.words runs after a step; call it before step 1"]
+    path.write_text("def main(t):\n    t.words('warp', 'block', 'stream')\n    t.step('launch 8 warps per block')\n")
+    assert undefined_problems(path) == ["05_words.py: t.words names 'stream', which it never prints"]
     path.write_text("def main(t):\n    t.words('warp', 'block')\n    t.step('8 warps per block')\n    t.term('warp')\n")
     assert undefined_problems(path) == ["05_words.py: 'warp' is both taught (t.term) and in t.words"]
 

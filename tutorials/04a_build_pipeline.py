@@ -1,4 +1,4 @@
-"""Tutorial 04 -- the build pipeline: from kernels/*.cu to PTX, the manifest, and PTX ISA vs the driver.
+"""Tutorial 04a -- the build pipeline: from kernels/*.cu to PTX, the manifest, and PTX ISA vs the driver.
 
 The seed article compiles kernels in Rust's ``build.rs`` (``nvcc --ptx``) and embeds the PTX with
 ``include_str!``. The same pipeline three ways:
@@ -13,7 +13,7 @@ The seed article compiles kernels in Rust's ``build.rs`` (``nvcc --ptx``) and em
 
 Where the hand-written lines live inside rawcuda -- the three layers -- is drawn on the way.
 
-Run:  python tutorials/04_build_pipeline.py [--step]
+Run:  python tutorials/04a_build_pipeline.py [--step]
 """
 
 from __future__ import annotations
@@ -284,4 +284,4 @@ def the_cust_way(t: Tutorial) -> None:
 
 
 if __name__ == "__main__":
-    run(main, "Tutorial 04: the build pipeline (nvcc -> PTX -> manifest -> driver)")
+    run(main, "Tutorial 04a: the build pipeline (nvcc -> PTX -> manifest -> driver)")
