@@ -21,6 +21,10 @@ To *see* the difference, the GPU must be busy for a known time: ``kernels/spin.c
 nanosecond clock (``%globaltimer``) for as long as it is told. A ticker coroutine ticks every 10 ms and
 records the longest gap between ticks: that gap is how long the loop was unavailable.
 
+Last, 100 kernels on 100 streams, all awaited at once, take far longer than the longest of them: the
+driver has only ``CUDA_DEVICE_MAX_CONNECTIONS`` hardware work queues (8 unless set), and streams that share
+one wait for each other. The same kernels run again in a fresh process with 32 queues.
+
 Run:  python tutorials/10_asyncio.py [--step]
 """
 
@@ -29,6 +33,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ctypes
+import json
+import os
+import subprocess
+import sys
 import threading
 import time
 import weakref
@@ -39,7 +47,7 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import Event, Module, Stream
+from rawcuda import Event, Function, Module, Stream
 from rawcuda.checked import cu, raise_for
 from rawcuda.extras import aio
 
@@ -52,6 +60,19 @@ CONCURRENT = 100
 SPIN_RANGE_S = (0.05, 0.25)  # the 100 concurrent kernels' durations
 EARLY_S = 0.02  # clock granularity: a wait may end this much before the nominal duration
 RAW_SPIN_S = 0.2  # the kernel the hand-bound host function waits behind
+CONCURRENTS_ENV = "CUDA_DEVICE_MAX_CONNECTIONS"  # CUDA C++ Programming Guide, "CUDA Environment Variables"
+DEFAULT_CONNECTIONS = 8  # the driver's work queues per device unless the variable says otherwise
+MAX_CONNECTIONS = 32  # the most it accepts
+CHILD_TIMEOUT_S = 120.0
+# The fresh process: this file imported as a module (its main does not run), then the awaits, as JSON.
+CHILD = """
+import importlib.util, json, os, sys
+sys.path.insert(0, os.path.dirname(sys.argv[1]))
+spec = importlib.util.spec_from_file_location("tutorial_10", sys.argv[1])
+tutorial = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(tutorial)
+print(json.dumps(tutorial.child_run(json.loads(sys.argv[2]))))
+"""
 HOST_FN_TIMEOUT_S = 30.0  # far longer than RAW_SPIN_S: only a host function that never runs gets near it
 USER_TOKEN = 42  # userData for the hand-bound call: an integer, not a pointer to anything
 
@@ -132,9 +153,7 @@ def main(t: Tutorial) -> None:
     t.check(alive and freed, "a CFUNCTYPE object lives exactly as long as Python references it")
 
     t.step("a kernel of known duration: spin(ns) busy-waits on the GPU's %globaltimer")
-    spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
-    spin.launch(1, 1, 0)  # the first launch loads the kernel: do it before anything is timed
-    spin.context.synchronize()
+    spin = load_spin()  # the first launch loads the kernel: done before anything is timed
     t.say(f"{spin!r}: one thread, launched as spin<<<1, 1>>>({round(SPIN_S * NS_PER_S)}) for {SPIN_S:g} s")
     stream = Stream()
 
@@ -224,14 +243,49 @@ def main(t: Tutorial) -> None:
     asyncio.run(awaiting_event())
 
     t.step(f"{CONCURRENT} concurrent awaits, each on its own stream with its own kernel")
-    rng = np.random.default_rng()
-    durations = rng.uniform(*SPIN_RANGE_S, CONCURRENT)
-    streams = [Stream() for _ in range(CONCURRENT)]
+    durations = [float(d) for d in np.random.default_rng().uniform(*SPIN_RANGE_S, CONCURRENT)]
+    elapsed, right = concurrent_awaits(spin, durations)
+    t.say(
+        f"{CONCURRENT} awaits completed in {elapsed:.3f} s (kernels of {SPIN_RANGE_S[0]:g}-{SPIN_RANGE_S[1]:g} s, "
+        f"{sum(durations):.1f} s if run one after another)"
+    )
+    t.check(right, f"all {CONCURRENT} awaits returned, each after its own kernel, and no wait is left registered")
+    stream.close()
 
-    async def one(i: int) -> bool:
-        busy(float(durations[i]), streams[i])
-        marker = Event(timing=False).record(streams[i])
-        await streams[i]
+    t.step(f"why not {max(durations):.2f} s, the longest kernel? {CONCURRENTS_ENV}: a stream is not a hardware queue")
+    queues = int(os.environ.get(CONCURRENTS_ENV, DEFAULT_CONNECTIONS))
+    t.say(
+        f"The driver feeds the GPU through {CONCURRENTS_ENV} work queues ({DEFAULT_CONNECTIONS} unless set, "
+        f"at most\n{MAX_CONNECTIONS}; read when the driver starts) and spreads the streams over them. A queue runs "
+        "in order, so\nkernels of different streams that share a queue wait for each other: a false dependency, "
+        f"which no\nstream asked for. With {queues} queues, dealt round-robin, the busiest queue holds "
+        f"{busiest(durations, queues):.2f} s of kernels (an estimate:\nthe driver's assignment is its own)."
+    )
+    again = in_a_fresh_process(durations, MAX_CONNECTIONS)
+    t.say(
+        f"The same {CONCURRENT} kernels in a fresh process with {CONCURRENTS_ENV}={MAX_CONNECTIONS}: "
+        f"{again['seconds']:.3f} s\n(estimate {busiest(durations, MAX_CONNECTIONS):.2f} s; here {elapsed:.3f} s with "
+        f"{queues}). More queues cost the driver more; set it before the first CUDA call, in the environment."
+    )
+    t.check(bool(again["right"]), f"with {MAX_CONNECTIONS} queues too, every await returned after its own kernel")
+
+
+def load_spin() -> Function:
+    """kernels/spin.cu's spin(ns), loaded and launched once (the first launch loads it: not part of a timing)."""
+    spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
+    spin.launch(1, 1, 0)
+    spin.context.synchronize()
+    return spin
+
+
+def concurrent_awaits(spin: Function, durations: list[float]) -> tuple[float, bool]:
+    """One spin kernel per stream, all awaited at once: (seconds until the last returned, all of them right)."""
+    streams = [Stream() for _ in durations]
+
+    async def one(on: Stream, seconds: float) -> bool:
+        spin.launch(1, 1, round(seconds * NS_PER_S), stream=on)
+        marker = Event(timing=False).record(on)
+        await on
         # The kernel (and the marker after it) must be done when the await returns. The stream itself may
         # still be busy for a moment: the host function that woke us up is part of it and may not have
         # returned yet -- so ask the marker, not stream.query().
@@ -240,19 +294,41 @@ def main(t: Tutorial) -> None:
         return finished
 
     async def all_of_them() -> list[bool]:
-        return await asyncio.gather(*(one(i) for i in range(CONCURRENT)))
+        return await asyncio.gather(*(one(on, seconds) for on, seconds in zip(streams, durations, strict=True)))
 
     start = time.perf_counter()
     done = asyncio.run(all_of_them())
     elapsed = time.perf_counter() - start
-    t.say(
-        f"{CONCURRENT} awaits completed in {elapsed:.3f} s (kernels of {SPIN_RANGE_S[0]:g}-{SPIN_RANGE_S[1]:g} s, "
-        f"{durations.sum():.1f} s if run one after another)"
+    for on in streams:
+        on.close()
+    return elapsed, len(done) == len(durations) and all(done) and aio.pending() == 0
+
+
+def busiest(durations: list[float], queues: int) -> float:
+    """The longest queue's total if the streams were dealt to ``queues`` queues in turn."""
+    return max(sum(durations[q::queues]) for q in range(queues))
+
+
+def child_run(durations: list[float]) -> dict[str, float | bool]:
+    """What the fresh process runs: the concurrent awaits, reported as JSON."""
+    elapsed, right = concurrent_awaits(load_spin(), durations)
+    return {"seconds": elapsed, "right": right}
+
+
+def in_a_fresh_process(durations: list[float], connections: int) -> dict[str, float | bool]:
+    """The concurrent awaits in a new interpreter whose driver starts with ``connections`` work queues."""
+    env = {**os.environ, CONCURRENTS_ENV: str(connections)}
+    done = subprocess.run(
+        [sys.executable, "-c", CHILD, __file__, json.dumps(durations)],
+        capture_output=True,
+        text=True,
+        env=env,
+        check=False,
+        timeout=CHILD_TIMEOUT_S,
     )
-    t.check(len(done) == CONCURRENT and all(done), f"all {CONCURRENT} awaits returned, each after its own kernel")
-    t.check(aio.pending() == 0, "no wait is left registered")
-    for s in (*streams, stream):
-        s.close()
+    if done.returncode != 0:
+        raise RuntimeError(f"the fresh process failed:\n{done.stderr.strip()}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
 
 
 if __name__ == "__main__":
