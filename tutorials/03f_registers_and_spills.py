@@ -1,0 +1,164 @@
+"""Tutorial 03f -- registers: a kernel made to spill, measured, and the launch the driver refuses at once.
+
+``sgemm_05_reg2d`` (``kernels/sgemm.cu``, tutorial 14's fifth step) keeps an 8 x 8 tile of C per thread in
+registers. This tutorial loads the same PTX several times with the JIT told to use fewer registers
+(``CU_JIT_MAX_REGISTERS``, the load-time twin of ``nvcc -maxrregcount``), and for each prints what the JIT
+made -- registers per thread, bytes of local memory (the spills), how many threads a block may have -- then
+checks the product against float64 numpy and measures it.
+
+Then the other side of the register budget: a block too large for the kernel's registers. The driver
+refuses such a launch *synchronously* -- ``cuLaunchKernel`` itself returns
+CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701), nothing is queued, and the context stays healthy -- and a block
+past 1024 threads gets CUDA_ERROR_INVALID_VALUE (1). rawcuda's ``Function.launch`` refuses both before the
+driver, naming the limit.
+
+Run:  python tutorials/03f_registers_and_spills.py [--step]
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+import numpy as np
+from _tutorial import Tutorial, run
+
+import rawcuda
+from rawcuda import DeviceBuffer, Module, time_ms
+from rawcuda.checked import cu
+from rawcuda.checked.errors import CudaError
+from rawcuda.ffi.constants import JitOption
+from rawcuda.ffi.results import Result
+from rawcuda.ops import sgemm
+
+KERNEL = "sgemm_05_reg2d"
+SIZE = 2048  # M = N = K: large enough that the arithmetic, not the launch, decides
+CAPS = (None, 128, 64, 32)  # CU_JIT_MAX_REGISTERS for each load; None: the JIT's own choice
+REPS = 5
+REGISTERS_PER_SM = 65536  # 32-bit registers in one SM's register file (compute capability 5.0 to 9.0)
+MAX_BLOCK = 1024  # threads per block, any kernel, any GPU since compute capability 2.0
+MS_PER_S = 1000
+
+
+def load(cap: int | None) -> tuple[Module, float]:
+    """The shipped sgemm PTX, JIT-compiled with at most ``cap`` registers per thread; and the seconds it took."""
+    options = {} if cap is None else {JitOption.MAX_REGISTERS: cap}
+    began = time.perf_counter()
+    module = Module(rawcuda.kernels.ptx_path(sgemm.STEM), jit_options=options, name=f"sgemm.ptx, cap {cap}")
+    return module, time.perf_counter() - began
+
+
+def main(t: Tutorial) -> None:
+    t.words("kernel", "grid", "block", "warp", "register", "SM", "PTX", "JIT", "launch bounds", "context")
+    t.step(f"the kernel: {KERNEL}, an 8 x 8 tile of C per thread")
+    spec = sgemm.KERNELS[KERNEL]
+    ctx = rawcuda.default_context()  # the first driver call: without a GPU the tutorial stops here, status 77
+    t.say(
+        f"block {spec.block}, tile {spec.tile[0]} x {spec.tile[1]}: each of the {spec.threads} threads adds 64 "
+        "products into 64\nfloats of its own, plus the 8 + 8 values of A and B they need -- about 80 live floats "
+        "before any\naddress or loop counter. Registers are the only storage that fast; what does not fit goes "
+        "to local memory."
+    )
+    t.term("local memory")
+    t.term("register spill")
+
+    t.step(f"C = A @ B at {SIZE}^3 on random data, the reference in float64")
+    rng = np.random.default_rng()
+    a = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
+    b = rng.standard_normal((SIZE, SIZE), dtype=np.float32)
+    a64, b64 = a.astype(np.float64), b.astype(np.float64)
+    expected, bound = a64 @ b64, spec.error_bound(SIZE) * (np.abs(a64) @ np.abs(b64))
+    da, db, dc = DeviceBuffer.from_array(a), DeviceBuffer.from_array(b), DeviceBuffer.empty((SIZE, SIZE))
+    args = (dc, da, db, SIZE, SIZE, SIZE)
+    grid = spec.grid(SIZE, SIZE)
+    t.say(f"every element checked: |C - A@B| <= K * 2^-23 * (|A| @ |B|), the bound tutorial 14 uses; grid {grid}")
+
+    rows = []
+    for cap in CAPS:
+        t.step(f"load the PTX with {'no register cap' if cap is None else f'CU_JIT_MAX_REGISTERS = {cap}'}")
+        module, seconds = load(cap)
+        fn = module.function(KERNEL)
+        regs, local, most = fn.num_regs, fn.local_size_bytes, fn.max_threads_per_block
+        t.say(f"loaded in {seconds * MS_PER_S:.0f} ms: {regs} registers, {local} B of local memory per thread")
+        if cap is not None:
+            t.check(regs <= cap, f"the JIT kept to the cap: {regs} <= {cap} registers")
+        dc.fill(np.float32(np.nan))
+        fn.launch(grid, spec.block, *args)
+        got = dc.to_array().astype(np.float64)
+        t.check(bool(np.all(np.abs(got - expected) <= bound)), f"all {SIZE * SIZE:,} elements within the bound")
+        ms = time_ms(lambda f=fn: f.launch(grid, spec.block, *args), reps=REPS).median
+        rows.append((cap, regs, local, most, ms))
+        if cap == CAPS[-1]:
+            t.check(local > 0, f"at {cap} registers the JIT spilled: {local} bytes of local memory per thread")
+        module.close()
+
+    t.step("what the cap did (this run)")
+    tflops = 2 * SIZE**3 / 1e12
+    base = rows[0][4]
+    lines = ["cap        registers  local B  max block     ms  TFLOP/s  vs no cap"]
+    lines += [
+        f"{'none' if cap is None else cap:<9}  {regs:>9}  {local:>7}  {most:>9}  {ms:>5.2f}  "
+        f"{tflops / ms * 1e3:>7.1f}  {base / ms:>8.2f}x"
+        for cap, regs, local, most, ms in rows
+    ]
+    t.say("\n".join(lines))
+    t.say(
+        "Fewer registers let more threads share an SM (the 'max block' column: how many the registers allow,\n"
+        "in whole warps, at most 1024), but every spilled value is a store and a later load through L1. Its 64\n"
+        "accumulators are touched on every step of K, so once they spill, memory traffic replaces arithmetic.\n"
+        "nvcc's -maxrregcount N and __launch_bounds__ set the same cap when compiling; ptxas -v reports spills."
+    )
+
+    def right() -> bool:
+        """A fresh launch of the shipped kernel, every element checked: the context still works."""
+        dc.fill(np.float32(np.nan))
+        rawcuda.ops.kernel(sgemm.STEM, KERNEL, ctx).launch(grid, spec.block, *args)
+        return bool(np.all(np.abs(dc.to_array().astype(np.float64) - expected) <= bound))
+
+    refusals(t, rows[0][3], args, grid, right)
+    for buf in (da, db, dc):
+        buf.close()
+    ctx.synchronize()
+
+
+def refusals(
+    t: Tutorial, most: int, args: tuple[object, ...], grid: tuple[int, int], right: Callable[[], bool]
+) -> None:
+    fn = rawcuda.ops.kernel(sgemm.STEM, KERNEL, rawcuda.default_context())
+    too_many = min(MAX_BLOCK, 2 * most)
+    t.step(f"a block of {too_many} threads for a kernel of {fn.num_regs} registers: the driver says no at once")
+    t.say(
+        f"{fn.num_regs} registers x {too_many} threads = {fn.num_regs * too_many:,} > the {REGISTERS_PER_SM:,} an SM "
+        f"has; the kernel's MAX_THREADS_PER_BLOCK is {most}."
+    )
+    params = fn.pack(args).array
+    codes = {}
+    for block in (too_many, MAX_BLOCK + 1):
+        try:  # the 11-argument launch by hand, through the declaration table
+            cu.cuLaunchKernel(fn.handle, *grid, 1, block, 1, 1, 0, None, params, None)
+            codes[block] = Result.SUCCESS
+        except CudaError as exc:
+            codes[block] = exc.code
+            t.say(f"cuLaunchKernel(block={block}) returned {exc.name} ({exc.code}) -- from the call itself")
+    t.check(
+        codes[too_many] == Result.ERROR_LAUNCH_OUT_OF_RESOURCES,
+        "too many registers for the block: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701), synchronously",
+    )
+    t.check(codes[MAX_BLOCK + 1] == Result.ERROR_INVALID_VALUE, "a block past 1024 threads: CUDA_ERROR_INVALID_VALUE")
+    t.check(right(), "nothing is sticky: the next launch ran, every element right -- the context is healthy")
+    try:
+        fn.launch(grid, too_many, *args)
+        refused = ""
+    except ValueError as exc:
+        refused = str(exc)
+    t.say(f"rawcuda: fn.launch(grid, {too_many}, ...) -> ValueError: {refused}")
+    t.check(str(most) in refused, f"rawcuda refused it before the driver, naming the limit ({most} threads)")
+    t.say(
+        "cust (Rust-CUDA at ac2674f): launch! returns cuLaunchKernel's result, so the same launch is\n"
+        "Err(CudaError::LaunchOutOfResources) (crates/cust/src/error.rs); the register cap is\n"
+        "ModuleJitOption::MaxRegisters(u32) when loading PTX (crates/cust/src/module.rs)."
+    )
+
+
+if __name__ == "__main__":
+    run(main, "Tutorial 03f: registers -- a kernel made to spill, and the launch the driver refuses at once")
