@@ -48,3 +48,18 @@ extern "C" __global__ void spin(unsigned long long nanoseconds)
         // busy-wait: the point of this kernel is to take time
     }
 }
+
+// spin_timed(nanoseconds, times): the same wait, and the GPU's own record of it -- times[0] = when the
+// kernel started, times[1] = when it ended, both %globaltimer nanoseconds. Two kernels ran at the same
+// time exactly when their [start, end] intervals overlap: a fact of the GPU's timeline, not of host clocks
+// (tutorials/06f_per_thread_stream.py). One block of one thread, as above; `times` holds two values.
+extern "C" __global__ void spin_timed(unsigned long long nanoseconds, unsigned long long *times)
+{
+    const unsigned long long start = globaltimer_ns();
+    unsigned long long now = start;
+    while (now - start < nanoseconds) {
+        now = globaltimer_ns();
+    }
+    times[0] = start;
+    times[1] = now;
+}

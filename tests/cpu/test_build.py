@@ -54,7 +54,7 @@ CONTRACT = {
     },
     "saxpy": {"saxpy": ["u64", "f32", "u64", "u64"]},
     "sgemm": {name: ["u64"] * 6 for name in SGEMM_KERNELS},  # (C, A, B, M, N, K), like matmul
-    "spin": {"spin": ["u64"]},
+    "spin": {"spin": ["u64"], "spin_timed": ["u64", "u64"]},
     "transcendentals": TRANSCENDENTALS,
     "transcendentals_fast": TRANSCENDENTALS,  # the same source, built with --use_fast_math
     "transpose": {

@@ -64,3 +64,24 @@ def test_a_collected_stream_waits_for_its_pending_copies_before_letting_go() -> 
                 gc.enable()
         assert (host.array == np.arange(n, dtype=np.float32)).all()
         host.close()
+
+
+SPIN_TIMED_NS = 50_000_000  # 50 ms: far longer than launching the second kernel takes
+
+
+def test_spin_timed_records_its_interval_and_two_streams_overlap_one_does_not() -> None:
+    """kernels/spin.cu's spin_timed: [start, end] on the GPU's clock, at least the time asked for; kernels of
+    two streams overlap, two kernels of one stream follow each other."""
+    fn = Module(rawcuda.kernels.ptx_path("spin")).function("spin_timed")
+    times = DeviceBuffer.empty(4, np.uint64)
+    times.fill(np.uint64(0))
+    with times.view(0, 2) as first, times.view(2, 2) as second, Stream() as s1, Stream() as s2:
+        for one, other in ((s1, s2), (s1, s1)):
+            fn.launch(1, 1, SPIN_TIMED_NS, first, stream=one)
+            fn.launch(1, 1, SPIN_TIMED_NS, second, stream=other)
+            rawcuda.default_context().synchronize()
+            (a0, a1), (b0, b1) = times.to_array().reshape(2, 2).tolist()
+            assert a1 - a0 >= SPIN_TIMED_NS and b1 - b0 >= SPIN_TIMED_NS
+            overlap = min(a1, b1) - max(a0, b0)
+            assert (overlap > 0) == (one is not other), (one, other, overlap)
+    times.close()
