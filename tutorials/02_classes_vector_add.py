@@ -15,18 +15,22 @@ Run:  python tutorials/02_classes_vector_add.py [--step]
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import Context, Device, DeviceBuffer, Module, Stream, ops
+from rawcuda import Context, Device, DeviceBuffer, Function, Module, Stream, ops
 from rawcuda.core.kernelargs import ArgumentError
 from rawcuda.ffi.constants import CtxFlag, StreamFlag
 
 N = 1_000_000
 BLOCK = 256
+REPEATS = 2000  # launches per way of launching: enough that one launch's host time is measurable
+US_PER_S = 1_000_000
 SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "vector_add.cu"  # in a source checkout
 NAIVE_KERNEL = """\
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per element
@@ -44,6 +48,39 @@ def grid_stride_lines() -> str:
 
 def show(t: Tutorial, cust: str, rawcuda_line: str, raw: str) -> None:
     t.say(f"cust:     {cust}\nrawcuda:  {rawcuda_line}\nreplaces: {raw}")
+
+
+def repeat_it(t: Tutorial, kernel: Function, grid: int, args: tuple[Any, ...], stream: Stream, want: Any) -> None:
+    """The same launch many times: fn.launch (checks cached, compared each call) against fn.bind (checked once)."""
+    t.step(f"launch it {REPEATS:,} times: kernel.launch each time, or kernel.bind once and call it")
+    show(
+        t,
+        "unsafe { launch!(f<<<grid, block, 0, stream>>>(dev_c.as_device_ptr(), dev_a.as_device_ptr(),\n"
+        "          dev_b.as_device_ptr(), n))? }  (in a loop: the kernelParams array built at every call)",
+        "again = kernel.bind(grid, BLOCK, d_c, d_a, d_b, N, stream=stream); again()",
+        "cuLaunchKernelEx(&config, f, kernelParams, NULL): the same prepared arguments every time",
+    )
+    d_c = args[0]
+    per_call = {}
+    for label, launch in (
+        ("kernel.launch(...)", lambda: kernel.launch(grid, BLOCK, *args, stream=stream)),
+        ("bound()", kernel.bind(grid, BLOCK, *args, stream=stream)),
+    ):
+        d_c.fill(np.float32(np.nan), stream=stream)
+        stream.synchronize()
+        began = time.perf_counter()
+        for _ in range(REPEATS):
+            launch()
+        per_call[label] = (time.perf_counter() - began) / REPEATS * US_PER_S  # host time to queue one launch
+        got = d_c.to_array(stream=stream)
+        t.check(bool(np.array_equal(got, want)), f"{label}: after {REPEATS:,} launches, every sum is right")
+    t.say(
+        "host time to queue one launch (this run): "
+        + ", ".join(f"{label} {us:.2f} us" for label, us in per_call.items())
+        + "\nkernel.launch compares the grid, block, stream and arguments with its last launch before reusing its\n"
+        "packed arguments; a bound launch checked them once, and only makes sure nothing was closed since.\n"
+        "bench/launch_overhead.py measures both against C and the other Python bindings."
+    )
 
 
 def main(t: Tutorial) -> None:
@@ -156,6 +193,8 @@ def main(t: Tutorial) -> None:
         )
         c = d_c.to_array(stream=stream)
         t.check(bool(np.array_equal(c, a + b)), f"all {N:,} sums equal numpy's a + b exactly")
+
+        repeat_it(t, kernel, grid, (d_c, d_a, d_b, N), stream, a + b)
 
         t.step("clean up: ctx.close() closes the children the context still owns, then the context itself")
         show(
