@@ -18,7 +18,6 @@ from __future__ import annotations
 import ctypes
 import re
 from ctypes import byref, c_int, c_size_t, c_uint64, c_void_p
-from pathlib import Path
 
 import numpy as np
 from _tutorial import Tutorial, run
@@ -37,21 +36,17 @@ CTX_CREATE_V4_SINCE = 12050  # cuDriverGetVersion's 1000 * major + 10 * minor: c
 ALLOC_ALIGNMENT = 256  # bytes: what cuMemAlloc guarantees (the float4 loads below need 16)
 MAX_REGISTERS_PER_THREAD = 255  # every GPU since compute capability 3.5: a kernel may use at most this many
 TARGET = re.compile(r"^\.target sm_(\d+)", re.M)  # the PTX's oldest GPU: .target sm_80 = compute capability 8.0
-SOURCE = Path(__file__).resolve().parent.parent / "kernels" / "vector_add.cu"  # in a source checkout
 NAIVE_KERNEL = """\
 extern "C" __global__ void vector_add(float *c, const float *a, const float *b, size_t n) {
     size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x;   // one thread per element
     if (i < n) c[i] = a[i] + b[i];                              // the last block's extra threads do nothing
 }"""
-
-
-def shipped_kernel() -> str:
-    """The ``vector_add`` function of kernels/vector_add.cu (from ``extern "C"`` to its closing brace)."""
-    if not SOURCE.is_file():
-        return f"({SOURCE} is not here: an installed rawcuda ships the PTX, not the .cu source)"
-    text = SOURCE.read_text()
-    match = re.search(r'^extern "C" __global__ void\s+vector_add\(.*?^}', text, re.S | re.M)
-    return match.group(0) if match else f"(no vector_add function found in {SOURCE})"
+GRID_STRIDE_KERNEL = """\
+extern "C" __global__ void vector_add(float *c, const float *a, const float *b, size_t n) {
+    const size_t threads = (size_t)gridDim.x * blockDim.x;              // every thread of the grid
+    for (size_t i = (size_t)blockIdx.x * blockDim.x + threadIdx.x; i < n; i += threads)
+        c[i] = a[i] + b[i];                                             // then the next element it owns
+}"""
 
 
 def main(t: Tutorial) -> None:
@@ -148,19 +143,15 @@ def main(t: Tutorial) -> None:
         "the data has been taken: safe to reuse a and b afterwards"
     )
 
-    t.step("the kernel: the naive three lines, then what kernels/vector_add.cu ships")
+    t.step("the kernel: the naive three lines, then the grid-stride loop kernels/vector_add.cu is built on")
     t.say(f"naive -- one thread per element, so the grid must cover n:\n{NAIVE_KERNEL}")
-    t.say(f"shipped -- {SOURCE.name}:\n{shipped_kernel()}")
+    t.say(f"grid-stride -- each thread steps by the grid's thread count, any grid covers any n:\n{GRID_STRIDE_KERNEL}")
     t.say(
-        "Why it differs (the file's header comment says the same): vector add is memory-bound, one add per\n"
-        "12 bytes moved, so the kernel is written for the memory system. float4 loads and stores move 16 bytes\n"
-        "per instruction when a, b and c are 16-byte aligned (cuMemAlloc gives 256-byte alignment); two float4\n"
-        "pairs are loaded before either is added, to keep more bytes in flight; the scalar loop does the last\n"
-        "n % 4 elements (or everything, for unaligned views). And it is a grid-stride loop: each thread steps\n"
-        "by the total number of threads, so ANY grid covers ANY n -- even n beyond 2^31, with size_t indices.\n"
-        "So the grid this tutorial computes for the naive kernel, ceil(N / 256), is correct here too (three in\n"
-        "four threads find no float4 of their own and exit); rawcuda.ops caps it at 32 blocks per SM instead,\n"
-        "and a later step launches a single block to prove the point."
+        "kernels/vector_add.cu is that loop, with size_t indices (n may pass 2^31), plus a part that moves\n"
+        "float4s -- 16 bytes per load -- for a kernel whose speed is the memory's: tutorial 03c shows the whole\n"
+        "file and why. So the grid this tutorial computes for the naive kernel, ceil(N / 256), is correct\n"
+        "here too; rawcuda.ops caps it at 32 blocks per SM instead, and a later step launches a single block\n"
+        "to prove the point."
     )
 
     t.step("load the PTX with cuModuleLoadDataEx, handing the JIT two log buffers")
