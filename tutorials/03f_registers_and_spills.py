@@ -1,9 +1,10 @@
 """Tutorial 03f -- registers: a kernel made to spill, measured, and the launch the driver refuses at once.
 
 ``sgemm_05_reg2d`` (``kernels/sgemm.cu``, tutorial 14's fifth step) keeps an 8 x 8 tile of C per thread in
-registers. This tutorial loads the same PTX several times with the JIT told to use fewer registers
-(``CU_JIT_MAX_REGISTERS``, the load-time twin of ``nvcc -maxrregcount``), and for each prints what the JIT
-made -- registers per thread, bytes of local memory (the spills), how many threads a block may have -- then
+registers. This tutorial loads its PTX with the JIT told to use fewer registers (``CU_JIT_MAX_REGISTERS``,
+the load-time twin of ``nvcc -maxrregcount``) -- which the kernel's ``__launch_bounds__`` overrides, as the
+first try shows -- then loads a copy without the launch bounds at several caps. For each it prints what the
+JIT made -- registers per thread, bytes of local memory (the spills), how many threads a block may have --
 checks the product against float64 numpy and measures it.
 
 Then the other side of the register budget: a block too large for the kernel's registers. The driver
@@ -17,6 +18,7 @@ Run:  python tutorials/03f_registers_and_spills.py [--step]
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable
 
@@ -33,19 +35,28 @@ from rawcuda.ops import sgemm
 
 KERNEL = "sgemm_05_reg2d"
 SIZE = 2048  # M = N = K: large enough that the arithmetic, not the launch, decides
-CAPS = (None, 128, 64, 32)  # CU_JIT_MAX_REGISTERS for each load; None: the JIT's own choice
+CAPS = (128, 64, 32)  # CU_JIT_MAX_REGISTERS for each load of the PTX without launch bounds
+IGNORED_CAP = 64  # the cap first tried on the shipped PTX, whose launch bounds win over it
+MAXNTID = re.compile(rb"\.maxntid[^\n]*\n")  # the PTX directive __launch_bounds__(threads) compiles to
 REPS = 5
 REGISTERS_PER_SM = 65536  # 32-bit registers in one SM's register file (compute capability 5.0 to 9.0)
 MAX_BLOCK = 1024  # threads per block, any kernel, any GPU since compute capability 2.0
 MS_PER_S = 1000
 
 
-def load(cap: int | None) -> tuple[Module, float]:
-    """The shipped sgemm PTX, JIT-compiled with at most ``cap`` registers per thread; and the seconds it took."""
+def load(ptx: bytes, cap: int | None, name: str) -> tuple[Module, float]:
+    """``ptx`` JIT-compiled with at most ``cap`` registers per thread (None: no cap); and the seconds it took."""
     options = {} if cap is None else {JitOption.MAX_REGISTERS: cap}
     began = time.perf_counter()
-    module = Module(rawcuda.kernels.ptx_path(sgemm.STEM), jit_options=options, name=f"sgemm.ptx, cap {cap}")
+    module = Module(ptx, jit_options=options, name=name)
     return module, time.perf_counter() - began
+
+
+def without_launch_bounds(ptx: bytes, entry: str) -> bytes:
+    """``ptx`` with the ``.maxntid`` directive (``__launch_bounds__``' threads) removed from ``entry`` alone."""
+    start = ptx.index(f".entry {entry}(".encode())
+    body = ptx.index(b"{", start)
+    return ptx[:start] + MAXNTID.sub(b"", ptx[start:body]) + ptx[body:]
 
 
 def main(t: Tutorial) -> None:
@@ -73,21 +84,37 @@ def main(t: Tutorial) -> None:
     grid = spec.grid(SIZE, SIZE)
     t.say(f"every element checked: |C - A@B| <= K * 2^-23 * (|A| @ |B|), the bound tutorial 14 uses; grid {grid}")
 
+    shipped = rawcuda.kernels.ptx_path(sgemm.STEM).read_bytes()
+    unbounded = without_launch_bounds(shipped, KERNEL)
+    loads = [
+        ("shipped PTX, no cap", shipped, None),
+        (f"shipped PTX, cap {IGNORED_CAP}", shipped, IGNORED_CAP),
+        *((f"no .maxntid, cap {cap}", unbounded, cap) for cap in CAPS),
+    ]
     rows = []
-    for cap in CAPS:
-        t.step(f"load the PTX with {'no register cap' if cap is None else f'CU_JIT_MAX_REGISTERS = {cap}'}")
-        module, seconds = load(cap)
+    for label, ptx, cap in loads:
+        t.step(f"load the {label}" + ("" if cap is None else f" (CU_JIT_MAX_REGISTERS = {cap})"))
+        module, seconds = load(ptx, cap, f"sgemm.ptx: {label}")
         fn = module.function(KERNEL)
         regs, local, most = fn.num_regs, fn.local_size_bytes, fn.max_threads_per_block
         t.say(f"loaded in {seconds * MS_PER_S:.0f} ms: {regs} registers, {local} B of local memory per thread")
-        if cap is not None:
+        if ptx is shipped and cap is not None:
+            t.check(regs == rows[0][1], f"the cap was ignored: {regs} registers, as with no cap")
+            t.say(
+                f"{KERNEL} is declared __launch_bounds__({spec.threads}); its PTX says so with .maxntid\n"
+                f"{spec.threads}, 1, 1, and launch bounds take precedence over a register cap: the compiler sizes\n"
+                f"registers from them (a block must fit: {spec.threads} x {regs} registers does), and ignores\n"
+                "-maxrregcount / CU_JIT_MAX_REGISTERS for that kernel. The next loads remove .maxntid from this\n"
+                "one entry of a copy of the PTX, so that the cap decides."
+            )
+        elif cap is not None:
             t.check(regs <= cap, f"the JIT kept to the cap: {regs} <= {cap} registers")
         dc.fill(np.float32(np.nan))
         fn.launch(grid, spec.block, *args)
         got = dc.to_array().astype(np.float64)
         t.check(bool(np.all(np.abs(got - expected) <= bound)), f"all {SIZE * SIZE:,} elements within the bound")
         ms = time_ms(lambda f=fn: f.launch(grid, spec.block, *args), reps=REPS).median
-        rows.append((cap, regs, local, most, ms))
+        rows.append((label, regs, local, most, ms))
         if cap == CAPS[-1]:
             t.check(local > 0, f"at {cap} registers the JIT spilled: {local} bytes of local memory per thread")
         module.close()
@@ -95,11 +122,11 @@ def main(t: Tutorial) -> None:
     t.step("what the cap did (this run)")
     tflops = 2 * SIZE**3 / 1e12
     base = rows[0][4]
-    lines = ["cap        registers  local B  max block     ms  TFLOP/s  vs no cap"]
+    width = max(len(row[0]) for row in rows)
+    lines = [f"{'load':<{width}}  registers  local B  max block     ms  TFLOP/s  vs no cap"]
     lines += [
-        f"{'none' if cap is None else cap:<9}  {regs:>9}  {local:>7}  {most:>9}  {ms:>5.2f}  "
-        f"{tflops / ms * 1e3:>7.1f}  {base / ms:>8.2f}x"
-        for cap, regs, local, most, ms in rows
+        f"{label:<{width}}  {regs:>9}  {local:>7}  {most:>9}  {ms:>5.2f}  {tflops / ms * 1e3:>7.1f}  {base / ms:>8.2f}x"
+        for label, regs, local, most, ms in rows
     ]
     t.say("\n".join(lines))
     t.say(

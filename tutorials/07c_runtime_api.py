@@ -140,6 +140,7 @@ def main(t: Tutorial) -> None:
     t.say(f"cudaMalloc -> {pointer:#x}, owned by context {owner:#x}; the primary context is {primary.handle:#x}")
     t.check(owner == primary.handle, "the runtime allocated in the device's primary context: rawcuda's default")
     back = np.empty_like(host)
+    primary.activate()  # a driver call acts on the current context: this thread's, made current by hand
     cu.cuMemcpyDtoH(back.ctypes.data, pointer, N * FLOAT_BYTES)  # the driver reads what the runtime wrote
     t.check(bool(np.array_equal(back, host)), f"all {N:,} floats: in with cudaMemcpy, out with cuMemcpyDtoH")
     t.check(cudart.cudaFree(pointer) == CUDA_SUCCESS, "cudaFree returned 0")
@@ -164,6 +165,7 @@ def main(t: Tutorial) -> None:
     runtime_code = cudart.cudaMalloc(byref(pointer), TOO_MUCH)
     runtime_name = cudart.cudaGetErrorName(runtime_code).decode()
     driver = c_uint64()
+    primary.activate()
     try:
         cu.cuMemAlloc(byref(driver), TOO_MUCH)
         driver_code = CUDA_SUCCESS

@@ -265,7 +265,8 @@ def main(t: Tutorial) -> None:
     t.say(
         f"The same {CONCURRENT} kernels in a fresh process with {CONCURRENTS_ENV}={MAX_CONNECTIONS}: "
         f"{again['seconds']:.3f} s\n(estimate {busiest(durations, MAX_CONNECTIONS):.2f} s; here {elapsed:.3f} s with "
-        f"{queues}). More queues cost the driver more; set it before the first CUDA call, in the environment."
+        f"{queues}). Set it in the environment before the\nfirst CUDA call of the process: the driver reads it "
+        "once, when it starts."
     )
     t.check(bool(again["right"]), f"with {MAX_CONNECTIONS} queues too, every await returned after its own kernel")
 
