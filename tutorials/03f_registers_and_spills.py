@@ -9,9 +9,9 @@ checks the product against float64 numpy and measures it.
 
 Then the other side of the register budget: a block too large for the kernel's registers. The driver
 refuses such a launch *synchronously* -- ``cuLaunchKernel`` itself returns
-CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701), nothing is queued, and the context stays healthy -- and a block
-past 1024 threads gets CUDA_ERROR_INVALID_VALUE (1). rawcuda's ``Function.launch`` refuses both before the
-driver, naming the limit.
+CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701), nothing is queued, and the context stays healthy -- while a block
+past the kernel's launch bounds, or past 1024 threads, gets CUDA_ERROR_INVALID_VALUE (1). rawcuda's
+``Function.launch`` refuses them before the driver, naming the limit.
 
 Run:  python tutorials/03f_registers_and_spills.py [--step]
 """
@@ -26,7 +26,7 @@ import numpy as np
 from _tutorial import Tutorial, run
 
 import rawcuda
-from rawcuda import DeviceBuffer, Module, time_ms
+from rawcuda import DeviceBuffer, Function, Module, time_ms
 from rawcuda.checked import cu
 from rawcuda.checked.errors import CudaError
 from rawcuda.ffi.constants import JitOption
@@ -142,44 +142,58 @@ def main(t: Tutorial) -> None:
         rawcuda.ops.kernel(sgemm.STEM, KERNEL, ctx).launch(grid, spec.block, *args)
         return bool(np.all(np.abs(dc.to_array().astype(np.float64) - expected) <= bound))
 
-    refusals(t, rows[0][3], args, grid, right)
+    refusals(t, unbounded, args, grid, right)
     for buf in (da, db, dc):
         buf.close()
     ctx.synchronize()
 
 
+def refused_by_hand(t: Tutorial, fn: Function, block: int, grid: tuple[int, int], params: object) -> int:
+    """The 11-argument launch by hand, through the declaration table; the CUresult the call itself returned."""
+    try:
+        cu.cuLaunchKernel(fn.handle, *grid, 1, block, 1, 1, 0, None, params, None)
+        return Result.SUCCESS
+    except CudaError as exc:
+        t.say(f"cuLaunchKernel(block={block}) returned {exc.name} ({exc.code}) -- from the call itself")
+        return exc.code
+
+
 def refusals(
-    t: Tutorial, most: int, args: tuple[object, ...], grid: tuple[int, int], right: Callable[[], bool]
+    t: Tutorial, unbounded: bytes, args: tuple[object, ...], grid: tuple[int, int], right: Callable[[], bool]
 ) -> None:
-    fn = rawcuda.ops.kernel(sgemm.STEM, KERNEL, rawcuda.default_context())
-    too_many = min(MAX_BLOCK, 2 * most)
-    t.step(f"a block of {too_many} threads for a kernel of {fn.num_regs} registers: the driver says no at once")
+    """Three blocks the driver refuses at once, and rawcuda's refusal before it."""
+    capped, _ = load(unbounded, CAPS[0], f"sgemm.ptx: no .maxntid, cap {CAPS[0]}")
+    fn = capped.function(KERNEL)
+    regs, most = fn.num_regs, fn.max_threads_per_block
+    t.step(f"a block of {MAX_BLOCK} threads for a kernel of {regs} registers: the driver says no at once")
     t.say(
-        f"{fn.num_regs} registers x {too_many} threads = {fn.num_regs * too_many:,} > the {REGISTERS_PER_SM:,} an SM "
-        f"has; the kernel's MAX_THREADS_PER_BLOCK is {most}."
+        f"{regs} registers x {MAX_BLOCK} threads = {regs * MAX_BLOCK:,} > the {REGISTERS_PER_SM:,} an SM has: "
+        f"this copy (no launch bounds) allows blocks of {most}."
     )
-    params = fn.pack(args).array
-    codes = {}
-    for block in (too_many, MAX_BLOCK + 1):
-        try:  # the 11-argument launch by hand, through the declaration table
-            cu.cuLaunchKernel(fn.handle, *grid, 1, block, 1, 1, 0, None, params, None)
-            codes[block] = Result.SUCCESS
-        except CudaError as exc:
-            codes[block] = exc.code
-            t.say(f"cuLaunchKernel(block={block}) returned {exc.name} ({exc.code}) -- from the call itself")
+    code = refused_by_hand(t, fn, MAX_BLOCK, grid, fn.pack(args).array)
     t.check(
-        codes[too_many] == Result.ERROR_LAUNCH_OUT_OF_RESOURCES,
-        "too many registers for the block: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701), synchronously",
+        code == Result.ERROR_LAUNCH_OUT_OF_RESOURCES,
+        "too many registers for the block: CUDA_ERROR_LAUNCH_OUT_OF_RESOURCES (701), from the launch call itself",
     )
-    t.check(codes[MAX_BLOCK + 1] == Result.ERROR_INVALID_VALUE, "a block past 1024 threads: CUDA_ERROR_INVALID_VALUE")
+    shipped = rawcuda.ops.kernel(sgemm.STEM, KERNEL, rawcuda.default_context())
+    bounds = shipped.max_threads_per_block
+    params = shipped.pack(args).array
+    over_bounds = refused_by_hand(t, shipped, 2 * bounds, grid, params)
+    t.check(
+        over_bounds == Result.ERROR_INVALID_VALUE,
+        f"past the shipped kernel's __launch_bounds__({bounds}): CUDA_ERROR_INVALID_VALUE (1), not 701",
+    )
+    past = refused_by_hand(t, shipped, MAX_BLOCK + 1, grid, params)
+    t.check(past == Result.ERROR_INVALID_VALUE, f"a block past {MAX_BLOCK} threads: CUDA_ERROR_INVALID_VALUE (1)")
     t.check(right(), "nothing is sticky: the next launch ran, every element right -- the context is healthy")
     try:
-        fn.launch(grid, too_many, *args)
+        fn.launch(grid, MAX_BLOCK, *args)
         refused = ""
     except ValueError as exc:
         refused = str(exc)
-    t.say(f"rawcuda: fn.launch(grid, {too_many}, ...) -> ValueError: {refused}")
+    t.say(f"rawcuda: fn.launch(grid, {MAX_BLOCK}, ...) -> ValueError: {refused}")
     t.check(str(most) in refused, f"rawcuda refused it before the driver, naming the limit ({most} threads)")
+    capped.close()
     t.say(
         "cust (Rust-CUDA at ac2674f): launch! returns cuLaunchKernel's result, so the same launch is\n"
         "Err(CudaError::LaunchOutOfResources) (crates/cust/src/error.rs); the register cap is\n"
