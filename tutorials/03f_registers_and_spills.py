@@ -97,6 +97,7 @@ def main(t: Tutorial) -> None:
         module, seconds = load(ptx, cap, f"sgemm.ptx: {label}")
         fn = module.function(KERNEL)
         regs, local, most = fn.num_regs, fn.local_size_bytes, fn.max_threads_per_block
+        per_sm = fn.max_active_blocks_per_sm(spec.threads)
         t.say(f"loaded in {seconds * MS_PER_S:.0f} ms: {regs} registers, {local} B of local memory per thread")
         if ptx is shipped and cap is not None:
             t.check(regs == rows[0][1], f"the cap was ignored: {regs} registers, as with no cap")
@@ -114,21 +115,23 @@ def main(t: Tutorial) -> None:
         got = dc.to_array().astype(np.float64)
         t.check(bool(np.all(np.abs(got - expected) <= bound)), f"all {SIZE * SIZE:,} elements within the bound")
         ms = time_ms(lambda f=fn: f.launch(grid, spec.block, *args), reps=REPS).median
-        rows.append((label, regs, local, most, ms))
+        rows.append((label, regs, local, most, per_sm, ms))
         if cap == CAPS[-1]:
             t.check(local > 0, f"at {cap} registers the JIT spilled: {local} bytes of local memory per thread")
         module.close()
 
     t.step("what the cap did (this run)")
     tflops = 2 * SIZE**3 / 1e12
-    base = rows[0][4]
+    base = rows[0][5]
     width = max(len(row[0]) for row in rows)
-    lines = [f"{'load':<{width}}  registers  local B  max block     ms  TFLOP/s  vs no cap"]
+    lines = [f"{'load':<{width}}  registers  local B  max block  blocks/SM     ms  TFLOP/s  vs no cap"]
     lines += [
-        f"{label:<{width}}  {regs:>9}  {local:>7}  {most:>9}  {ms:>5.2f}  {tflops / ms * 1e3:>7.1f}  {base / ms:>8.2f}x"
-        for label, regs, local, most, ms in rows
+        f"{label:<{width}}  {regs:>9}  {local:>7}  {most:>9}  {per_sm:>9}  {ms:>5.2f}  {tflops / ms * 1e3:>7.1f}  "
+        f"{base / ms:>8.2f}x"
+        for label, regs, local, most, per_sm, ms in rows
     ]
     t.say("\n".join(lines))
+    t.say(verdict(rows))
     t.say(
         "Fewer registers let more threads share an SM (the 'max block' column: how many the registers allow,\n"
         "in whole warps, at most 1024), but every spilled value is a store and a later load through L1. Its 64\n"
@@ -146,6 +149,21 @@ def main(t: Tutorial) -> None:
     for buf in (da, db, dc):
         buf.close()
     ctx.synchronize()
+
+
+def verdict(rows: list[tuple[str, int, int, int, int, float]]) -> str:
+    """What the table says, computed from it: the fastest load, and what its registers and spills bought."""
+    base = rows[0]
+    best = min(rows, key=lambda row: row[5])
+    worst = max(rows, key=lambda row: row[5])
+    if best is base:
+        gain = "no cap beat the compiler's own choice"
+    else:
+        gain = (
+            f"{best[0]} was {base[5] / best[5]:.2f}x faster than no cap: at {best[1]} registers {best[4]} blocks\n"
+            f"share an SM instead of {base[4]}, and its {best[2]} spilled bytes per thread cost less than that bought"
+        )
+    return f"This run: {gain};\n{worst[0]} ({worst[2]} B spilled per thread) ran at {base[5] / worst[5]:.2f}x."
 
 
 def refused_by_hand(t: Tutorial, fn: Function, block: int, grid: tuple[int, int], params: object) -> int:

@@ -10,6 +10,7 @@ test compares (tests/cpu/test_tutorials.py) is checked here on made-up text.
 from __future__ import annotations
 
 import datetime
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -189,3 +190,17 @@ def test_each_recording_is_of_a_tutorial_and_says_where_it_was_made() -> None:
         for key in ("recorded", "gpu", "driver", "command"):
             assert fields.get(key), f"{recording.name}: the header has no {key!r}"
         assert output.rstrip().endswith("every step verified."), f"{recording.name}: only passing runs are recorded"
+
+
+def test_each_recording_shows_each_steps_code_before_its_output() -> None:
+    """Recorded with --code: a reader without a GPU reads every step's numbered code before what it printed."""
+    for recording in RECORDINGS:
+        fields, output = recorder.split_recording(recording.read_text(encoding="utf-8"))
+        assert fields["command"].endswith(" --code"), f"{recording.name}: record it again with --code"
+        blocks = output.split("\n== step ")[1:]
+        assert blocks, f"{recording.name}: no steps"
+        for block in blocks:
+            lines = block.splitlines()
+            assert len(lines) > 1 and re.match(r"^   \S+\.py, lines \d+-\d+:$", lines[1]), (
+                f"{recording.name}, step {lines[0]}: the step's code does not follow its title"
+            )
