@@ -25,14 +25,14 @@ ROADMAP = """\
 00b  a kernel by hand: GPU memory, copies, the argument array, the launch
 01   the same program through rawcuda's table of declarations, every driver call in sight
 02   this program, line by line, beside the raw calls and the Rust library cust's lines
-03a-03f  fast kernels: a sum in nine steps, a transpose, block sizes, fast math, what a kernel asks of the GPU
+03a-03f  fast kernels: a sum in nine steps, a transpose, block sizes, fast math, a kernel's resources and their limits
 04a-04b  building kernels, and the forms of compiled code the driver loads
 05a-05f  errors: from the driver's integer codes to clear Python exceptions
 06a-06f  streams: timing, copies that overlap the work, races, and threads
 07a-07c  contexts, lifetimes, and the API the seed article's cudaMalloc belongs to
 08   when not to use the GPU;  09  many launches replayed with one call;  10  asyncio
 11a-11b  memory the CPU and the GPU share;  12a-12b  compiling at run time; the driver's entry points
-13   a buffer that grows in place;  14  a matrix multiply, step by step, to the GPU's peak"""
+13   a buffer that grows in place;  14  a matrix multiply, step by step, up to the GPU's matrix units"""
 
 
 def main(t: Tutorial) -> None:

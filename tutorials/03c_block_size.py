@@ -115,7 +115,7 @@ def main(t: Tutorial) -> None:
         )
     t.say(
         "A grid-stride kernel starts each block once and keeps it busy, so the block size only has to give\n"
-        "each SM enough warps in flight. That is why rawcuda.ops and the kernels of 01 and 03a loop."
+        "each SM enough warps in flight. That is why rawcuda.ops, 01's kernel and 03a's steps 7-9 loop."
     )
 
     t.step("the whole of kernels/vector_add.cu: the same loop, written for the memory system")
@@ -124,8 +124,8 @@ def main(t: Tutorial) -> None:
         "Vector add is memory-bound, one add per 12 bytes moved, so the kernel is written for the memory. float4\n"
         "loads and stores move 16 bytes per instruction when a, b and c are 16-byte aligned (cuMemAlloc gives\n"
         "256-byte alignment); two float4 pairs are loaded before either is added, to keep more bytes in flight;\n"
-        "__restrict__ and __ldg tell the compiler the inputs are read-only and never alias the output; the\n"
-        "scalar loop does the last n % 4 elements (or everything, for unaligned views)."
+        "__restrict__ promises the compiler the pointers never alias; __ldg loads through the read-only data\n"
+        "cache; the scalar loop does the last n % 4 elements (or everything, for unaligned views)."
     )
     x.close()
     out.close()
@@ -155,7 +155,8 @@ def conclusion(rows: list[tuple[int, int, float, float, float]], sms: int) -> st
         f"{ops.BLOCK} threads the GPU\nfinishes blocks at a fixed rate, and a block of one element per thread "
         f"has too few bytes to fill it.\n{occupancy}, yet the copy ran at a fraction of the ceiling: full "
         "SMs are not busy SMs\nwhen each block starts, loads a few bytes and ends. Bigger blocks carry more "
-        f"bytes per start; from\n{ops.BLOCK} on, the bandwidth, not the block rate, is the limit."
+        f"bytes per start; from\n{ops.BLOCK} on the time per block grows with the block, and the copy is still "
+        "short of the ceiling:\nthe grid-stride loop below gets closer."
     )
 
 

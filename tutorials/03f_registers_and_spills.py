@@ -135,8 +135,9 @@ def main(t: Tutorial) -> None:
     t.say(
         "Fewer registers let more threads share an SM (the 'max block' column: how many the registers allow,\n"
         "in whole warps, at most 1024), but every spilled value is a store and a later load through L1. Its 64\n"
-        "accumulators are touched on every step of K, so once they spill, memory traffic replaces arithmetic.\n"
-        "nvcc's -maxrregcount N and __launch_bounds__ set the same cap when compiling; ptxas -v reports spills."
+        "accumulators are touched on every step of K, so a spilled one is stored and loaded again every step.\n"
+        "When compiling: nvcc -maxrregcount N caps every kernel without launch bounds, __maxnreg__(N) one\n"
+        "kernel, and __launch_bounds__ sizes registers from its thread count; ptxas -v reports the spills."
     )
 
     def right() -> bool:
@@ -161,7 +162,7 @@ def verdict(rows: list[tuple[str, int, int, int, int, float]]) -> str:
     else:
         gain = (
             f"{best[0]} was {base[5] / best[5]:.2f}x faster than no cap: at {best[1]} registers {best[4]} blocks\n"
-            f"share an SM instead of {base[4]}, and its {best[2]} spilled bytes per thread cost less than that bought"
+            f"share an SM instead of {base[4]}, and it was faster despite {best[2]} spilled bytes per thread"
         )
     return f"This run: {gain};\n{worst[0]} ({worst[2]} B spilled per thread) ran at {base[5] / worst[5]:.2f}x."
 

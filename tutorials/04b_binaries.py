@@ -219,7 +219,8 @@ def lessons(t: Tutorial, made: dict[str, Path], scratch: Path, device: rawcuda.D
     t.check(rows[4][2] > 0 and rows[6][2] > 0, "the fatbin without this GPU's SASS, and a forced JIT, compiled PTX")
     cold, warm, cubin = rows[0][1], rows[1][1], rows[3][1]
     t.say(
-        f"this run: compiling the PTX took {cold:.2f} ms, reading it back {warm:.2f} ms, the cubin {cubin:.2f} ms.\n"
+        f"this run, load through the first launch: the PTX {cold:.2f} ms with an empty cache, {warm:.2f} ms from the\n"
+        f"cache, the cubin {cubin:.2f} ms (one load each: for a kernel this small the JIT is a few ms of it).\n"
         "The cache is keyed by the PTX, the GPU and the driver: a new driver compiles again. It lives in\n"
         "~/.nv/ComputeCache unless CUDA_CACHE_PATH says otherwise, bounded by CUDA_CACHE_MAXSIZE. A big\n"
         "library's PTX can take minutes to compile on first use; a fatbin with SASS for the GPU skips that."

@@ -256,8 +256,9 @@ def main(t: Tutorial) -> None:
     queues = int(os.environ.get(CONCURRENTS_ENV, DEFAULT_CONNECTIONS))
     t.say(
         f"The driver feeds the GPU through {CONCURRENTS_ENV} work queues ({DEFAULT_CONNECTIONS} unless set, "
-        f"at most\n{MAX_CONNECTIONS}; read when the driver starts) and spreads the streams over them. A queue runs "
-        "in order, so\nkernels of different streams that share a queue wait for each other: a false dependency, "
+        f"at most\n{MAX_CONNECTIONS}; set it before the process's first CUDA call) and spreads the streams over "
+        "them. A queue runs\nin order, so work of different streams that share a queue can wait for each other: a "
+        "false dependency, "
         f"which no\nstream asked for. With {queues} queues, dealt round-robin, the busiest queue holds "
         f"{busiest(durations, queues):.2f} s of kernels (an estimate:\nthe driver's assignment is its own)."
     )
