@@ -300,6 +300,7 @@ def main(t: Tutorial) -> None:
     t.term("stream")
     t.term("legacy default stream")
     t.term("grid-stride loop")
+    t.term("float4")
     t.say(
         f"grid = ceil({N:,} / {BLOCK}) = {grid:,} blocks: one thread per element, as for a naive kernel. The\n"
         "shipped kernel (tutorial 01 shows it) loops grid-stride over float4s, so any grid covers any n.\n"

@@ -64,6 +64,7 @@ def main(t: Tutorial) -> None:
         "legacy default stream",
         "PTX",
         "name mangling",
+        "float4",
     )
     t.step("dlopen libcuda (the first thing that touches the driver; `import rawcuda` did not)")
     driver = cu.library()
@@ -107,6 +108,7 @@ def main(t: Tutorial) -> None:
     )
 
     t.step("a non-blocking stream (cust: Stream::new(StreamFlags::NON_BLOCKING, None))")
+    t.term("non-blocking stream")
     stream = c_void_p()
     cu.cuStreamCreate(byref(stream), StreamFlag.NON_BLOCKING)
     t.say(

@@ -96,6 +96,7 @@ def main(t: Tutorial) -> None:
         "current context",
         "stream",
         "PTX",
+        "float4",
     )
     t.step("initialise and pick a device")
     show(

@@ -42,7 +42,18 @@ VECTOR_ADD = SOURCE.with_name("vector_add.cu")
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "block", "warp", "SM", "register", "shared memory", "name mangling", "grid-stride loop", "wave")
+    t.words(
+        "kernel",
+        "block",
+        "warp",
+        "SM",
+        "register",
+        "shared memory",
+        "name mangling",
+        "grid-stride loop",
+        "wave",
+        "float4",
+    )
     t.step("the kernel: one element per thread, no loop")
     text = SOURCE.read_text()
     t.say(text[text.index('extern "C"') :].rstrip())
@@ -120,6 +131,7 @@ def main(t: Tutorial) -> None:
 
     t.step("the whole of kernels/vector_add.cu: the same loop, written for the memory system")
     t.say(shipped_vector_add())
+    t.term("memory-bound")
     t.say(
         "Vector add is memory-bound, one add per 12 bytes moved, so the kernel is written for the memory. float4\n"
         "loads and stores move 16 bytes per instruction when a, b and c are 16-byte aligned (cuMemAlloc gives\n"

@@ -121,6 +121,7 @@ def main(t: Tutorial) -> None:
         module.close()
 
     t.step("what the cap did (this run)")
+    t.term("TFLOP/s")
     tflops = 2 * SIZE**3 / 1e12
     base = rows[0][5]
     width = max(len(row[0]) for row in rows)
@@ -132,6 +133,9 @@ def main(t: Tutorial) -> None:
     ]
     t.say("\n".join(lines))
     t.say(verdict(rows))
+    t.term("L1")
+    t.term("nvcc")
+    t.term("ptxas")
     t.say(
         "Fewer registers let more threads share an SM (the 'max block' column: how many the registers allow,\n"
         "in whole warps, at most 1024), but every spilled value is a store and a later load through L1. Its 64\n"

@@ -100,6 +100,7 @@ def build(t: Tutorial, nvcc: str, scratch: Path, device: rawcuda.Device) -> dict
         t.say(f"  {out.stat().st_size:>7,} bytes, starts {data[:4]!r}: rawcuda reads it as {image_kind(data)}")
         made[name] = out
     kinds = [image_kind(path.read_bytes()) for path in made.values()]
+    t.term("ELF")
     t.check(kinds == ["ptx", "cubin", "cubin", "fatbin", "fatbin"], "an ELF header marks a cubin, 0xBA55ED50 a fatbin")
     return made
 
@@ -129,7 +130,7 @@ def cached_files(cache: Path) -> int:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "compute capability", "PTX", "JIT")
+    t.words("kernel", "compute capability", "PTX", "JIT", "nvcc")
     t.step("nvcc, and which machine code this GPU runs")
     device = rawcuda.Device(0)  # the first driver call: without a GPU the tutorial stops here, status 77
     try:

@@ -77,9 +77,10 @@ def torch_tflops(a: DeviceBuffer, b: DeviceBuffer, c: DeviceBuffer, flops: int, 
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "grid", "block", "warp", "lane", "SM", "register", "shared memory", "bank conflict")
+    t.words("kernel", "grid", "block", "warp", "lane", "SM", "register", "shared memory", "bank conflict", "float4")
     t.step(f"the problem: C = A @ B at {SIZE}^3, and the budget")
     flops = 2 * SIZE**3
+    t.term("TFLOP/s")
     t.say(
         f"{flops / 1e9:.1f} GFLOP per product (a multiply and an add per term); A, B and C are "
         f"{3 * SIZE * SIZE * 4 / 2**20:.0f} MiB. Moving them once at ~4 TB/s takes ~0.01 ms, the arithmetic "
