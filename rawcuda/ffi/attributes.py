@@ -41,6 +41,12 @@ class FunctionAttribute(IntEnum):
     CACHE_MODE_CA = 7
     MAX_DYNAMIC_SHARED_SIZE_BYTES = 8  # must be raised before launching with > 48 KiB dynamic shared
     PREFERRED_SHARED_MEMORY_CARVEOUT = 9
+    CLUSTER_SIZE_MUST_BE_SET = 10  # compiled with __cluster_dims__ or .explicitcluster: a launch must give one
+    REQUIRED_CLUSTER_WIDTH = 11  # the compiled-in cluster dimensions (__cluster_dims__), 0 where none
+    REQUIRED_CLUSTER_HEIGHT = 12
+    REQUIRED_CLUSTER_DEPTH = 13
+    NON_PORTABLE_CLUSTER_SIZE_ALLOWED = 14  # set to 1 before launching clusters above the portable 8 blocks
+    CLUSTER_SCHEDULING_POLICY_PREFERENCE = 15
 
 
 @c_enum("CUdevice_attribute", "CU_DEVICE_ATTRIBUTE_")

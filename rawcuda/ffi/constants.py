@@ -251,9 +251,13 @@ class GraphNodeType(IntEnum):
 @c_enum("CUlaunchAttributeID", "CU_LAUNCH_ATTRIBUTE_")
 class LaunchAttributeID(IntEnum):
     IGNORE = 0
-    COOPERATIVE = 2
-    CLUSTER_DIMENSION = 4
+    COOPERATIVE = 2  # every block resident at once: grid-wide synchronization is allowed
+    CLUSTER_DIMENSION = 4  # thread-block clusters of (x, y, z) blocks (compute capability 9.0)
+    CLUSTER_SCHEDULING_POLICY_PREFERENCE = 5
+    PROGRAMMATIC_STREAM_SERIALIZATION = 6  # programmatic dependent launch: may start before the previous kernel ends
+    PROGRAMMATIC_EVENT = 7  # an event the blocks trigger (cudaTriggerProgrammaticLaunchCompletion)
     PRIORITY = 8
+    LAUNCH_COMPLETION_EVENT = 12  # an event fired once every block of the launch has started
 
 
 @c_enum("CUdriverProcAddress_flags", "CU_GET_PROC_ADDRESS_")

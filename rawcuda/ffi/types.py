@@ -162,6 +162,16 @@ class _ClusterDim(Structure):
     _fields_ = [("x", c_uint), ("y", c_uint), ("z", c_uint)]
 
 
+class _ProgrammaticEvent(Structure):
+    _c_name_ = "CUlaunchAttributeValue.programmaticEvent"
+    _fields_ = [("event", CUevent), ("flags", c_int), ("triggerAtBlockStart", c_int)]
+
+
+class _LaunchCompletionEvent(Structure):
+    _c_name_ = "CUlaunchAttributeValue.launchCompletionEvent"
+    _fields_ = [("event", CUevent), ("flags", c_int)]
+
+
 class CUlaunchAttributeValue(Union):
     """The payload of one launch attribute; only the members rawcuda uses are spelled out."""
 
@@ -170,6 +180,9 @@ class CUlaunchAttributeValue(Union):
         ("pad", c_char * LAUNCH_ATTRIBUTE_VALUE_BYTES),
         ("cooperative", c_int),
         ("clusterDim", _ClusterDim),
+        ("programmaticStreamSerializationAllowed", c_int),
+        ("programmaticEvent", _ProgrammaticEvent),
+        ("launchCompletionEvent", _LaunchCompletionEvent),
         ("priority", c_int),
     ]
 

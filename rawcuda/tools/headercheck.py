@@ -184,13 +184,17 @@ def check_constants(
 
 # --- struct layouts, with a C compiler ----------------------------------------------------------------
 def _field_paths(cls: Any, prefix: str = "", base: int = 0) -> list[tuple[str, int, int]]:
-    """(dotted C path, offset, size) for every field, recursing into nested structs."""
+    """(dotted C path, offset, size) for every field, recursing into nested structs and unions.
+
+    A union's members are proven too (each at offset 0 of it, with its own size and inner offsets): a launch
+    attribute's payload is read by the driver through the member its id names.
+    """
     rows = []
     for name, ftype, *_ in cls._fields_:
         offset = base + getattr(cls, name).offset
         path = prefix + name
         rows.append((path, offset, ctypes.sizeof(ftype)))
-        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure):
+        if isinstance(ftype, type) and issubclass(ftype, ctypes.Structure | ctypes.Union):
             rows += _field_paths(ftype, path + ".", offset)
     return rows
 
@@ -217,7 +221,7 @@ def struct_layout_problems(
         c_name = cls._c_name_
         expected[f"sizeof {c_name}"] = ctypes.sizeof(cls)
         lines.append(f'  printf("sizeof {c_name} %zu\\n", sizeof({c_name}));')
-        for path, offset, size in _field_paths(cls) if issubclass(cls, ctypes.Structure) else []:
+        for path, offset, size in _field_paths(cls):
             expected[f"offsetof {c_name}.{path}"] = offset
             expected[f"sizeof {c_name}.{path}"] = size
             lines.append(f'  printf("offsetof {c_name}.{path} %zu\\n", offsetof({c_name}, {path}));')

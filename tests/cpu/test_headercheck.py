@@ -248,6 +248,23 @@ def test_checker_reports_a_wrong_struct_layout() -> None:
     assert ctypes.sizeof(CUmemLocation) == 8 and CUmemLocation in STRUCTS
 
 
+def test_checker_reports_a_wrong_union_member() -> None:
+    """A launch attribute's payload is a union: the driver reads the member its id names, so each is proven."""
+    if headercheck.find_compiler() is None:
+        pytest.skip("no C compiler to lay out the structs")
+
+    class Swapped(ctypes.Structure):  # flags and triggerAtBlockStart the wrong way round
+        _c_name_ = "CUlaunchAttributeValue.programmaticEvent"
+        _fields_ = [("event", ctypes.c_void_p), ("triggerAtBlockStart", ctypes.c_int), ("flags", ctypes.c_int)]
+
+    class BadValue(ctypes.Union):
+        _c_name_ = "CUlaunchAttributeValue"
+        _fields_ = [("pad", ctypes.c_char * 64), ("programmaticEvent", Swapped)]
+
+    problems = headercheck.struct_layout_problems(str(HEADER), [BadValue])
+    assert any("CUlaunchAttributeValue.programmaticEvent.flags: C says 8, ctypes 12" in p for p in problems), problems
+
+
 def test_command_line_report(capsys: pytest.CaptureFixture[str]) -> None:
     assert headercheck.main([str(HEADER)]) == 0
     out = capsys.readouterr().out

@@ -72,6 +72,22 @@ ENTRIES = [
         c_int,
         c_size_t,
     ),
+    # Thread-block clusters (compute capability 9.0): how many clusters of config's shape fit on the GPU at
+    # once (0: the shape cannot launch), and the largest cluster the kernel could launch with.
+    decl(
+        "CUresult cuOccupancyMaxActiveClusters(int *numClusters, CUfunction func, const CUlaunchConfig *config)",
+        "cuOccupancyMaxActiveClusters",
+        P(c_int),
+        CUfunction,
+        POINTER(CUlaunchConfig),
+    ),
+    decl(
+        "CUresult cuOccupancyMaxPotentialClusterSize(int *clusterSize, CUfunction func, const CUlaunchConfig *config)",
+        "cuOccupancyMaxPotentialClusterSize",
+        P(c_int),
+        CUfunction,
+        POINTER(CUlaunchConfig),
+    ),
     decl(
         "CUresult cuOccupancyMaxPotentialBlockSize(int *minGridSize, int *blockSize, CUfunction func, "
         "CUoccupancyB2DSize blockSizeToDynamicSMemSize, size_t dynamicSMemSize, int blockSizeLimit)",
