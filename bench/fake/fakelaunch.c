@@ -28,6 +28,15 @@ enum {
 };
 enum { FUNC_MAX_THREADS_PER_BLOCK = 0 };   /* CUfunction_attribute */
 #define STACK_DEPTH 64                      /* contexts a thread may push */
+#define SM_COUNT 132
+#define RESIDENT_THREADS 2048                /* per SM */
+#define RESIDENT_BLOCKS 32                   /* per SM */
+#define MAX_CLUSTER_BLOCKS 16                /* the non-portable cluster size an H100/H200 allows */
+#define CONFIG_ATTRS_OFFSET 40               /* CUlaunchConfig.attrs (rawcuda/core/launchconfig.py draws it) */
+#define CONFIG_NUM_ATTRS_OFFSET 48
+#define ATTRIBUTE_BYTES 72                   /* sizeof(CUlaunchAttribute): id, padding, a 64-byte value */
+#define ATTRIBUTE_VALUE_OFFSET 8
+#define ATTRIBUTE_CLUSTER_DIMENSION 4        /* CU_LAUNCH_ATTRIBUTE_CLUSTER_DIMENSION */
 #define DRIVER_VERSION 13000                /* CUDA 13.0 */
 #define DEVICE_BYTES (141ULL << 30)
 #define HANDLE_BYTES 16                     /* what a stream or an event handle points at */
@@ -35,6 +44,7 @@ enum { FUNC_MAX_THREADS_PER_BLOCK = 0 };   /* CUfunction_attribute */
 static char primary, module_token, function_token;
 static int primary_refs;
 static unsigned long long launches;         /* every launch accepted: the harness checks its loops reached here */
+static const void *last_config;             /* the CUlaunchConfig of the last cuLaunchKernelEx */
 static __thread CUcontext stack[STACK_DEPTH];
 static __thread int depth;
 
@@ -54,7 +64,7 @@ CUresult cuDeviceGetAttribute(int *pi, int attrib, CUdevice dev) {
     case ATTR_MAX_BLOCK_DIM_Z: *pi = 64; break;
     case ATTR_MAX_GRID_DIM_X: *pi = 2147483647; break;
     case ATTR_MAX_GRID_DIM_Y: case ATTR_MAX_GRID_DIM_Z: *pi = 65535; break;
-    case ATTR_MULTIPROCESSOR_COUNT: *pi = 132; break;
+    case ATTR_MULTIPROCESSOR_COUNT: *pi = SM_COUNT; break;
     case ATTR_CC_MAJOR: *pi = 9; break;
     case ATTR_CC_MINOR: *pi = 0; break;
     case ATTR_SHARED_OPTIN: *pi = 232448; break;
@@ -140,7 +150,41 @@ CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned
 CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **extra) {
     (void)extra;
     if (!config || !f || !params) return INVALID_VALUE;
+    last_config = config;  /* one store: the CPU tests read back the attributes a launch passed */
     launches++;
     return SUCCESS;
 }
 unsigned long long fakelaunch_count(void) { return launches; }
+const void *fakelaunch_last_config(void) { return last_config; }
+
+/* Occupancy, as an H200 answers for a small kernel: blocks limited by 2048 resident threads and 32 blocks per
+ * SM; clusters of up to MAX_CLUSTER_BLOCKS blocks fit (cuda.h's CUlaunchConfig and CUlaunchAttribute layout). */
+CUresult cuOccupancyMaxActiveBlocksPerMultiprocessor(int *n, void *f, int block, size_t shared) {
+    (void)f; (void)shared;
+    if (block < 1 || block > 1024) return INVALID_VALUE;
+    *n = RESIDENT_THREADS / block < RESIDENT_BLOCKS ? RESIDENT_THREADS / block : RESIDENT_BLOCKS;
+    return SUCCESS;
+}
+static unsigned cluster_blocks(const unsigned char *config) {
+    const unsigned char *attrs = *(const unsigned char *const *)(config + CONFIG_ATTRS_OFFSET);
+    unsigned count = *(const unsigned *)(config + CONFIG_NUM_ATTRS_OFFSET), blocks = 1;
+    for (unsigned i = 0; i < count; i++) {
+        const unsigned char *attr = attrs + i * ATTRIBUTE_BYTES;
+        if (*(const int *)attr == ATTRIBUTE_CLUSTER_DIMENSION) {
+            const unsigned *dim = (const unsigned *)(attr + ATTRIBUTE_VALUE_OFFSET);
+            blocks = dim[0] * dim[1] * dim[2];
+        }
+    }
+    return blocks;
+}
+CUresult cuOccupancyMaxActiveClusters(int *n, void *f, const void *config) {
+    (void)f;
+    unsigned blocks = cluster_blocks(config);
+    *n = blocks <= MAX_CLUSTER_BLOCKS ? (int)(SM_COUNT / blocks) : 0;
+    return SUCCESS;
+}
+CUresult cuOccupancyMaxPotentialClusterSize(int *n, void *f, const void *config) {
+    (void)f; (void)config;
+    *n = MAX_CLUSTER_BLOCKS;
+    return SUCCESS;
+}

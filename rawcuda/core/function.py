@@ -33,6 +33,7 @@ from .closecounter import closes
 from .context import SYNC_LAUNCHES
 from .integers import integer, shown, whole
 from .kernelargs import EMPTY_PACK, UNSEEN, ArgPacker, Packed
+from .launchattrs import NO_OPTIONS, LaunchOptions, attributes_for, check_cluster_grid, compiled_cluster, launch_options
 from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
 from .paramspec import POINTER_SIZE, ParamSpec
@@ -69,6 +70,10 @@ class Function:
         self.last_prepared: tuple[Any, ...] = ()
         self.ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
         self.legacy = legacy_stream(self.context)  # what a launch on no stream records (rawcuda.core.guards.pending)
+        self.launch_options: LaunchOptions = NO_OPTIONS  # launch attributes (options() makes a Function with some)
+        info = getattr(module, "ptx_info", None)  # None for a cubin or fatbin: no PTX to read directives from
+        # A cluster compiled in (__cluster_dims__): every launch, with options or not, must give whole clusters.
+        self.compiled_cluster = compiled_cluster(info.entries.get(name) if info is not None else None)
 
     @property
     def last_config(self) -> tuple[Any, ...]:
@@ -259,6 +264,16 @@ class Function:
         self.check_open()
         return BoundLaunch(self, grid, block, args, shared_mem, stream)
 
+    def options(self, *, cluster: Any = None, cooperative: Any = False, programmatic: Any = False) -> Function:
+        """The same kernel, launched with attributes: thread-block clusters of ``cluster`` blocks (x, y, z), a
+        ``cooperative`` grid (all blocks resident at once), ``programmatic`` dependent launch (it may start before
+        the previous kernel of its stream ends). Each is checked when a configuration is first launched.
+        """
+        # Why: docs/hazards.md, "Launch attributes belong to the configuration".
+        twin = Function(self.module, self.name, self._handle, list(self.params))
+        twin.launch_options = launch_options(cluster, cooperative, programmatic)
+        return twin
+
     def pack(self, args: tuple[Any, ...]) -> Packed:
         """Check ``args`` against the kernel's signature and build a new ``kernelParams`` array for them."""
         return self._packer.pack(args)
@@ -297,7 +312,8 @@ class Function:
             self._generation = closes.generation
         config = self.configure(grid, block, shared_mem)
         h_stream = stream_handle(stream, self.context)
-        prepared = (byref(launch_config(config, h_stream)), c_void_p(self._handle))
+        attrs = attributes_for(self, config, h_stream) if self.launch_options.any else None
+        prepared = (byref(launch_config(config, h_stream, attrs)), c_void_p(self._handle))
         if len(self._prepared) < _MAX_CONFIGS:
             self._prepared[(hashable(grid), hashable(block), shared_mem, id(stream))] = prepared
         return prepared
@@ -329,6 +345,8 @@ class Function:
             if n > limits["grid"][axis]:
                 raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
         self._configure_shared(shared_mem, limits)
+        if self.compiled_cluster is not None:
+            check_cluster_grid(self.name, g, self.compiled_cluster)
         config: LaunchConfig = (*g, *b, int(shared_mem))
         if len(self._configs) < _MAX_CONFIGS:
             self._configs[key] = config

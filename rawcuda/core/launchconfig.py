@@ -12,11 +12,12 @@ rawcuda.core.function).
 
 from __future__ import annotations
 
+import ctypes
 from typing import Any
 
 import numpy as np
 
-from rawcuda.ffi.types import CUlaunchConfig
+from rawcuda.ffi.types import CUlaunchAttribute, CUlaunchConfig
 
 #: A checked launch configuration: (gridDimX, gridDimY, gridDimZ, blockDimX, blockDimY, blockDimZ, sharedMemBytes),
 #: in the order cuLaunchKernel and CUDA_KERNEL_NODE_PARAMS take them.
@@ -33,13 +34,21 @@ LaunchConfig = tuple[int, int, int, int, int, int, int]
 #         CUlaunchAttribute *attrs;          40     8
 #         unsigned numAttrs;                 48     4   (+4 padding: sizeof is 56)
 #     };
-def launch_config(config: LaunchConfig, h_stream: int | None) -> CUlaunchConfig:
-    """A ``CUlaunchConfig`` for a checked configuration on stream ``h_stream``, with no launch attributes."""
+def launch_config(config: LaunchConfig, h_stream: int | None, attrs: Any = None) -> CUlaunchConfig:
+    """A ``CUlaunchConfig`` for a checked configuration on stream ``h_stream``.
+
+    ``attrs`` is a ctypes array of ``CUlaunchAttribute`` (rawcuda.core.launchattrs), or None for a plain launch.
+    The struct keeps the array alive: the driver reads it through the pointer at every launch.
+    """
     cfg = CUlaunchConfig()
     (cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ, cfg.blockDimX, cfg.blockDimY, cfg.blockDimZ) = config[:6]
     cfg.sharedMemBytes = config[6]
     cfg.hStream = h_stream
-    cfg.attrs, cfg.numAttrs = None, 0  # no clusters, priorities or other attributes: a plain launch
+    if attrs:
+        cfg.attrs, cfg.numAttrs = ctypes.cast(attrs, ctypes.POINTER(CUlaunchAttribute)), len(attrs)
+        cfg.kept_attrs = attrs  # a pointer does not own what it points at
+    else:
+        cfg.attrs, cfg.numAttrs = None, 0  # no clusters, priorities or other attributes: a plain launch
     return cfg
 
 

@@ -226,6 +226,11 @@ class Graph(Resource):
         if not isinstance(fn, Function):
             raise TypeError(f"add_kernel's first argument is a rawcuda Function, not {type(fn).__name__} {fn!r}")
         fn.check_open()
+        if fn.launch_options.any:  # a kernel node's params carry no launch attributes: they would be dropped
+            raise ValueError(
+                f"{fn.name!r} has launch options {fn.launch_options}: add_kernel cannot pass them to a kernel node "
+                "yet; capture the launch instead (with capture(stream): fn.launch(...)), which records them"
+            )
         if fn.context.raw_handle != self.context.raw_handle:
             raise ValueError(f"{fn!r} belongs to {fn.context!r}, the graph to {self.context!r}: use one context")
         config = fn.configure(grid, block, shared_mem)  # the checks of a launch: dimensions, shared memory

@@ -67,8 +67,6 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     " 4 arguments cost ctypes less to convert: function.py)",
     "cuLaunchCooperativeKernel": _TOPIC + " (grid-wide synchronization)",
     "cuOccupancyMaxPotentialBlockSize": _TOPIC,
-    "cuOccupancyMaxActiveClusters": _TOPIC + " (thread-block clusters: the launch attributes build on it)",
-    "cuOccupancyMaxPotentialClusterSize": _TOPIC + " (the largest cluster a kernel can launch with)",
     "cuDeviceCanAccessPeer": _TOPIC + " (peer access between GPUs)",
     "cuDevicePrimaryCtxSetFlags": _TOPIC,
     "cuDevicePrimaryCtxReset": _TOPIC,

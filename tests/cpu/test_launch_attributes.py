@@ -1,0 +1,169 @@
+"""Launch attributes (rawcuda/core/launchattrs.py) without a GPU: what a launch with options passes, and refuses.
+
+The pure checks are called directly. The launches run in a child interpreter over bench/fake/fakelaunch.c,
+a libcuda look-alike that answers as an H200 does (compute capability 9.0, 132 SMs, clusters up to 16 blocks)
+and keeps the ``CUlaunchConfig`` of its last ``cuLaunchKernelEx``: the test reads the attributes back through
+it, byte for byte as cuda.h lays them out. The GPU tests launch the same options on the H200.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rawcuda.core import launchattrs
+from rawcuda.core.launchconfig import launch_config
+from rawcuda.core.ptx import parse
+from rawcuda.ffi.constants import LaunchAttributeID
+from tests.helpers import ROOT
+
+FAKE_SOURCE = ROOT / "bench" / "fake" / "fakelaunch.c"
+CLUSTERED_PTX = """
+.version 8.0
+.target sm_90
+.address_size 64
+.visible .entry clustered(.param .u64 p)
+.reqnctapercluster 2, 1, 1
+{
+    ret;
+}
+"""
+
+
+# --- the options and the attribute array -----------------------------------------------------------------------
+def test_options_are_checked_for_their_own_sake() -> None:
+    options = launchattrs.launch_options(cluster=(2, 2), cooperative=np.bool_(True))
+    assert options == launchattrs.LaunchOptions((2, 2, 1), True, False) and options.cluster_blocks == 4
+    assert launchattrs.launch_options() == launchattrs.NO_OPTIONS and not launchattrs.NO_OPTIONS.any
+    with pytest.raises(TypeError, match="cooperative must be True or False, got 1"):
+        launchattrs.launch_options(cooperative=1)
+    with pytest.raises(TypeError, match="programmatic must be True or False"):
+        launchattrs.launch_options(programmatic="yes")
+    with pytest.raises(TypeError, match="cluster must be an int or a tuple of 1 to 3 ints"):
+        launchattrs.launch_options(cluster=(2, 1, 1, 1))
+    with pytest.raises(ValueError, match="every cluster dimension must be >= 1"):
+        launchattrs.launch_options(cluster=(0, 1))
+
+
+def test_the_attribute_array_is_what_cuda_h_lays_out() -> None:
+    array = launchattrs.attribute_array(launchattrs.LaunchOptions((4, 2, 1), True, True))
+    assert [row.id for row in array] == [
+        LaunchAttributeID.CLUSTER_DIMENSION,
+        LaunchAttributeID.COOPERATIVE,
+        LaunchAttributeID.PROGRAMMATIC_STREAM_SERIALIZATION,
+    ]
+    dim = array[0].value.clusterDim
+    assert (dim.x, dim.y, dim.z) == (4, 2, 1)
+    assert array[1].value.cooperative == 1 and array[2].value.programmaticStreamSerializationAllowed == 1
+    cfg = launch_config((8, 2, 1, 128, 1, 1, 0), None, array)
+    assert cfg.numAttrs == 3 and cfg.attrs[0].value.clusterDim.x == 4 and cfg.kept_attrs is array
+    plain = launch_config((8, 2, 1, 128, 1, 1, 0), None)
+    assert plain.numAttrs == 0 and not plain.attrs
+
+
+def test_each_refusal_names_the_limit_and_the_fix() -> None:
+    with pytest.raises(ValueError, match=r"grid dimension x = 10 is not a multiple of the cluster's 4 .* grid of 12"):
+        launchattrs.check_cluster_grid("k", (10, 1, 1), (4, 1, 1))
+    launchattrs.check_cluster_grid("k", (12, 3, 1), (4, 3, 1))
+    with pytest.raises(ValueError, match=r"compiled with __cluster_dims__\(2, 1, 1\) .* not \(4, 1, 1\)"):
+        launchattrs.check_compiled_cluster("k", (2, 1, 1), (4, 1, 1))
+    launchattrs.check_compiled_cluster("k", None, (4, 1, 1))
+    with pytest.raises(ValueError, match=r"all 2000 blocks resident at once, and at most 1056 fit \(8 per SM x 132"):
+        launchattrs.check_cooperative("k", 2000, 8, 132)
+    launchattrs.check_cooperative("k", 1056, 8, 132)
+    with pytest.raises(ValueError, match=r"needs compute capability 9\.0 or newer; 'k' runs on a 8\.0 GPU"):
+        launchattrs.check_capability("k", "a cluster launch", (8, 0), (9, 0))
+    with pytest.raises(ValueError, match=r"32 blocks\) cannot be resident .* largest cluster .* is 16 blocks"):
+        launchattrs.check_clusters_fit("k", (32, 1, 1), 0, 16)
+
+
+def test_a_kernel_compiled_with_cluster_dims_is_read_from_its_ptx() -> None:
+    entry = parse(CLUSTERED_PTX.encode()).entries["clustered"]
+    assert launchattrs.compiled_cluster(entry) == (2, 1, 1)
+    assert launchattrs.compiled_cluster(None) is None
+
+
+# --- launches over the fake driver ----------------------------------------------------------------------------------
+SCRIPT = r"""
+import ctypes, json, sys
+import rawcuda
+from rawcuda import DeviceBuffer, Module
+from rawcuda.ffi.types import CUlaunchConfig
+
+fake = ctypes.CDLL(sys.argv[1])
+fake.fakelaunch_last_config.restype = ctypes.c_void_p
+fn = Module(rawcuda.kernels.ptx_path("vector_add")).function("vector_add")
+a = DeviceBuffer.zeros(1024)
+
+def attrs():
+    cfg = ctypes.cast(fake.fakelaunch_last_config(), ctypes.POINTER(CUlaunchConfig)).contents
+    rows = [cfg.attrs[i] for i in range(cfg.numAttrs)]
+    return {"grid": [cfg.gridDimX, cfg.gridDimY, cfg.gridDimZ],
+            "ids": [r.id for r in rows],
+            "cluster": [[r.value.clusterDim.x, r.value.clusterDim.y, r.value.clusterDim.z] for r in rows if r.id == 4],
+            "cooperative": [r.value.cooperative for r in rows if r.id == 2],
+            "programmatic": [r.value.programmaticStreamSerializationAllowed for r in rows if r.id == 6]}
+
+def refused(call):
+    try:
+        call()
+    except (ValueError, TypeError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+out = {}
+fn.launch(8, 256, a, a, a, 0)
+out["plain"] = attrs()
+clustered = fn.options(cluster=(2, 1, 1), programmatic=True)
+clustered.launch(8, 256, a, a, a, 0)
+out["clustered"] = attrs()
+clustered.bind(16, 256, a, a, a, 0)()
+out["bound"] = attrs()
+big = fn.options(cluster=16)
+big.launch(32, 128, a, a, a, 0)
+out["sixteen"] = attrs()
+coop = fn.options(cooperative=True)  # kept: the fake reads its CUlaunchConfig after the launch
+coop.launch(1056, 256, a, a, a, 0)
+out["cooperative"] = attrs()
+out["odd_grid"] = refused(lambda: clustered.launch(9, 256, a, a, a, 0))
+out["too_big"] = refused(lambda: fn.options(cluster=32).launch(64, 128, a, a, a, 0))
+out["not_resident"] = refused(lambda: fn.options(cooperative=True).launch(1057, 256, a, a, a, 0))
+out["positional"] = refused(lambda: fn.options((2, 1, 1)))
+fn.launch(8, 256, a, a, a, 0)
+out["plain_again"] = attrs()
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
+def test_launches_with_options_pass_their_attributes_and_plain_launches_none(tmp_path: Path) -> None:
+    library = tmp_path / "libfakelaunch.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(FAKE_SOURCE)], check=True)
+    env = {**os.environ, "RAWCUDA_LIBCUDA": str(library), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", SCRIPT, str(library)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["plain"]["ids"] == [] and out["plain_again"]["ids"] == []  # no options: exactly the plain launch
+    assert out["clustered"] == {
+        "grid": [8, 1, 1],
+        "ids": [4, 6],
+        "cluster": [[2, 1, 1]],
+        "cooperative": [],
+        "programmatic": [1],
+    }
+    assert out["bound"]["grid"] == [16, 1, 1] and out["bound"]["ids"] == [4, 6]  # bind prepares the same way
+    assert out["sixteen"]["cluster"] == [[16, 1, 1]]  # past the portable 8: the launch opted the kernel in
+    assert out["cooperative"]["ids"] == [2] and out["cooperative"]["cooperative"] == [1]
+    assert "grid dimension x = 9 is not a multiple of the cluster's 2" in out["odd_grid"]
+    assert "largest cluster this kernel can launch with is 16 blocks" in out["too_big"]
+    assert "all 1057 blocks resident at once, and at most 1056 fit" in out["not_resident"]
+    assert out["positional"].startswith("TypeError")  # options are keywords: a tuple cannot land in cluster by position
