@@ -71,7 +71,7 @@ class Function:
         self.ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
         self.legacy = legacy_stream(self.context)  # what a launch on no stream records (rawcuda.core.guards.pending)
         self.launch_options: LaunchOptions = NO_OPTIONS  # launch attributes (options() makes a Function with some)
-        info = getattr(module, "ptx_info", None)  # None for a cubin or fatbin: no PTX to read directives from
+        info = module.ptx_info  # None for a cubin or fatbin: no PTX to read directives from
         # A cluster compiled in (__cluster_dims__): every launch, with options or not, must give whole clusters.
         self.compiled_cluster = compiled_cluster(info.entries.get(name) if info is not None else None)
 

@@ -156,7 +156,8 @@ def stand_in_stream(ctx: StandInContext, handle: int) -> Stream:
 
 
 def stand_in_function(ctx: StandInContext) -> Function:
-    fn = Function(SimpleNamespace(context=ctx, closed=False, name="stand-in"), "k", KERNEL_HANDLE, list(SPECS))
+    module = SimpleNamespace(context=ctx, closed=False, name="stand-in", ptx_info=None)  # ptx_info: as for a cubin
+    fn = Function(module, "k", KERNEL_HANDLE, list(SPECS))
     fn._limit_cache = dict(LIMITS)  # what _limits() would ask the device
     return fn
 
