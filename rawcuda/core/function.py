@@ -33,7 +33,15 @@ from .closecounter import closes
 from .context import SYNC_LAUNCHES
 from .integers import integer, shown, whole
 from .kernelargs import EMPTY_PACK, UNSEEN, ArgPacker, Packed
-from .launchattrs import NO_OPTIONS, LaunchOptions, attributes_for, check_cluster_grid, compiled_cluster, launch_options
+from .launchattrs import (
+    NO_OPTIONS,
+    LaunchOptions,
+    attributes_for,
+    check_cluster_grid,
+    check_grid_sync,
+    compiled_cluster,
+    launch_options,
+)
 from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
 from .paramspec import POINTER_SIZE, ParamSpec
@@ -73,7 +81,9 @@ class Function:
         self.launch_options: LaunchOptions = NO_OPTIONS  # launch attributes (options() makes a Function with some)
         info = module.ptx_info  # None for a cubin or fatbin: no PTX to read directives from
         # A cluster compiled in (__cluster_dims__): every launch, with options or not, must give whole clusters.
-        self.compiled_cluster = compiled_cluster(info.entries.get(name) if info is not None else None)
+        entry = info.entries.get(name) if info is not None else None
+        self.compiled_cluster = compiled_cluster(entry)
+        self.grid_workspace = entry is not None and entry.grid_workspace  # this_grid().sync(): cooperative only
 
     @property
     def last_config(self) -> tuple[Any, ...]:
@@ -347,6 +357,7 @@ class Function:
         self._configure_shared(shared_mem, limits)
         if self.compiled_cluster is not None:
             check_cluster_grid(self.name, g, self.compiled_cluster)
+        check_grid_sync(self.name, self.grid_workspace, self.launch_options)
         config: LaunchConfig = (*g, *b, int(shared_mem))
         if len(self._configs) < _MAX_CONFIGS:
             self._configs[key] = config

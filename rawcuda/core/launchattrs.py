@@ -108,6 +108,20 @@ def check_compiled_cluster(name: str, required: tuple[int, int, int] | None, clu
         )
 
 
+def check_grid_sync(name: str, grid_workspace: bool, options: LaunchOptions) -> None:
+    """A kernel that syncs its whole grid (its PTX reads the grid workspace) launches cooperatively only.
+
+    Why here, not the driver: launched plainly, ``this_grid().sync()`` finds no workspace and executes
+    ``trap``, which ruins the context (docs/hazards.md, "A grid-wide sync traps unless the launch was cooperative").
+    """
+    if grid_workspace and not options.cooperative:
+        raise ValueError(
+            f"{name!r} synchronizes its whole grid (cooperative_groups this_grid(); its PTX reads the grid "
+            f"workspace, %envreg1/%envreg2): launch it through {name}.options(cooperative=True), with a grid "
+            f"whose blocks all fit on the GPU at once; a plain launch would trap and ruin the context"
+        )
+
+
 def check_capability(name: str, what: str, capability: tuple[int, int], needed: tuple[int, int]) -> None:
     if capability < needed:
         raise ValueError(

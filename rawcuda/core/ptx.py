@@ -133,6 +133,9 @@ class Entry:
     name: str
     params: tuple[Param, ...]
     directives: tuple[tuple[str, tuple[int, ...]], ...] = ()
+    #: The body reads the driver's grid workspace (``%envreg1``/``%envreg2``): cooperative_groups'
+    #: ``this_grid().sync()`` does, and traps when the launch was not cooperative (no workspace was given).
+    grid_workspace: bool = False
 
     def directive(self, name: str) -> tuple[int, ...] | None:
         """The values of a performance directive, or None: ``"maxntid"`` gives ``(256, 1, 1)``."""
@@ -191,6 +194,8 @@ _PARAM = re.compile(
 )
 _PARAM_FORMS = "'.param .u32 x', '.param .align 8 .b8 x[16]', '.param .u64 .ptr .global .align 4 x'"
 _DIRECTIVE = re.compile(r"\.([A-Za-z_]\w*)")
+# cooperative_groups/details/driver_abi.h: "Interpret the address from envreg 1 and 2 as the driver's grid workspace".
+_GRID_WORKSPACE = re.compile(r"%envreg[12](?!\d)")
 _NUMBERS = re.compile(r"[\s\d,]*")
 
 
@@ -218,8 +223,21 @@ def _parse_entry(text: str, masked: str, pos: int) -> Entry | None:
             raise PtxParseError(f"line {line}: the parameter list of .entry {name} has no closing ')'")
         params = _parse_params(masked[pos + 1 : close], name, line)
         pos = close + 1
-    directives, has_body = _parse_directives(masked, pos, name, line)
-    return Entry(name=name, params=params, directives=directives) if has_body else None
+    directives, body = _parse_directives(masked, pos, name, line)
+    if body is None:
+        return None
+    workspace = _GRID_WORKSPACE.search(masked, body, _body_end(masked, body, name, line)) is not None
+    return Entry(name=name, params=params, directives=directives, grid_workspace=workspace)
+
+
+def _body_end(masked: str, start: int, kernel: str, line: int) -> int:
+    """Where the body that opens at ``start`` (its ``{``) closes; PTX nests ``{ }`` scopes inside it."""
+    depth = 0
+    for m in re.finditer(r"[{}]", masked[start:]):
+        depth += 1 if m.group(0) == "{" else -1
+        if depth == 0:
+            return start + m.end()
+    raise PtxParseError(f"line {line}: the body of .entry {kernel} has no closing '}}'")
 
 
 def _skip_space(text: str, pos: int) -> int:
@@ -230,10 +248,10 @@ def _skip_space(text: str, pos: int) -> int:
 
 def _parse_directives(
     masked: str, pos: int, kernel: str, line: int
-) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], bool]:
-    """Read the directives between ``)`` and the body. Also say whether a body ``{`` follows.
+) -> tuple[tuple[tuple[str, tuple[int, ...]], ...], int | None]:
+    """Read the directives between ``)`` and the body. Also say where the body's ``{`` is.
 
-    False means a ``;``: an ``.extern .entry`` declaration, whose kernel is defined in another module.
+    None means a ``;``: an ``.extern .entry`` declaration, whose kernel is defined in another module.
     """
     found: list[tuple[str, tuple[int, ...]]] = []
     while True:
@@ -241,7 +259,7 @@ def _parse_directives(
         if pos >= len(masked):
             raise PtxParseError(f"line {line}: .entry {kernel} has neither a body '{{ ... }}' nor a ';'")
         if masked[pos] in "{;":
-            return tuple(found), masked[pos] == "{"
+            return tuple(found), pos if masked[pos] == "{" else None
         m = _DIRECTIVE.match(masked, pos)
         if m is None or m.group(1) not in PERFORMANCE_DIRECTIVES:
             what = masked[pos : pos + 40].split("\n")[0]
@@ -315,7 +333,8 @@ def parse(text: str | bytes) -> PtxInfo:
       By-value aggregates as byte arrays: ``.param .align 8 .b8 x[16]``.
     * performance directives between ``)`` and ``{`` (``.maxntid``, ``.reqntid``, ``.minnctapersm`` ...).
       They are kept as :attr:`Entry.directives`.
-    * instruction bodies are not interpreted: only the ``.entry`` headers are read.
+    * instruction bodies are not interpreted: only the ``.entry`` headers are read, and whether a body
+      reads the cooperative grid workspace (:attr:`Entry.grid_workspace`).
       So new instructions in a future PTX ISA cannot break the parser.
     """
     if not isinstance(text, str | bytes | bytearray | memoryview):

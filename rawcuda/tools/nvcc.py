@@ -17,6 +17,9 @@ Used by :mod:`rawcuda.tools.kernelbuild` (which decides *what* to compile and ca
 * One source may turn an option on for itself alone, on a line of its own: ``// rawcuda-build: fast_math``
   (:func:`source_options`). That is how one kernel is built both ways: a second source that
   includes the first and asks for the flag. The manifest records each source's own options.
+  ``// rawcuda-build: arch=compute_90`` names the oldest architecture a source needs (clusters, the
+  programmatic launch): the build's arch is raised to it for that source, never lowered, so a build for a
+  newer GPU stays one. The rest of the kernels keep the default and still run on an A100.
 * ``NVCC_PATH`` chooses the compiler. If it is set, it is the only one tried: silently using another nvcc
   would hide the mistake you are debugging.
 """
@@ -47,6 +50,9 @@ _RELEASE = re.compile(r"release\s+([^\n]+)")
 _SOURCE_DIRECTIVE = re.compile(r"^//[ \t]*rawcuda-build:(.*)$", re.M)  # a whole line, from its first column
 #: The words a ``// rawcuda-build:`` line may say: each turns on the BuildOptions field of that name.
 SOURCE_OPTION_WORDS = ("fast_math",)
+#: ``arch=compute_XY`` on such a line: the oldest virtual architecture the source needs.
+SOURCE_ARCH_WORD = "arch="
+_VIRTUAL_ARCH = re.compile(r"^compute_(\d+)([af]?)$")
 
 
 class KernelBuildError(RawCudaError):
@@ -90,19 +96,43 @@ def source_options(source: Path, options: BuildOptions) -> BuildOptions:
     """``options`` plus what ``source`` asks for itself on ``// rawcuda-build: WORD ...`` lines.
 
     Only the source's own lines count, not those of the files it includes: including a kernel must not
-    change how the includer is built behind its back. A word that is not in SOURCE_OPTION_WORDS is a
-    KernelBuildError naming the file and the words there are, not a flag silently ignored.
+    change how the includer is built behind its back. A word that is not in SOURCE_OPTION_WORDS (or an
+    ``arch=compute_XY``) is a KernelBuildError naming the file and the words there are, not a flag silently
+    ignored.
     """
     text = source.read_text(encoding="utf-8", errors="replace")
     words = [word for line in _SOURCE_DIRECTIVE.findall(text) for word in line.replace(",", " ").split()]
+    arches = [word[len(SOURCE_ARCH_WORD) :] for word in words if word.startswith(SOURCE_ARCH_WORD)]
+    words = [word for word in words if not word.startswith(SOURCE_ARCH_WORD)]
     unknown = sorted(set(words) - set(SOURCE_OPTION_WORDS))
     if unknown:
         raise KernelBuildError(
             f"{source}: `// rawcuda-build:` asks for {', '.join(unknown)}, which is not a build option a source "
-            f"can set; it can say: {', '.join(SOURCE_OPTION_WORDS)}",
+            f"can set; it can say: {', '.join(SOURCE_OPTION_WORDS)}, {SOURCE_ARCH_WORD}compute_XY",
             source=source,
         )
+    if len(arches) > 1:
+        what = f"{source}: `// rawcuda-build:` names {len(arches)} architectures; give one"
+        raise KernelBuildError(what, source=source)
+    if arches:
+        options = dataclasses.replace(options, arch=newer_arch(source, options.arch, arches[0]))
     return dataclasses.replace(options, **dict.fromkeys(words, True)) if words else options
+
+
+def newer_arch(source: Path, build: str, needed: str) -> str:
+    """The build's arch raised to the one ``source`` needs; ``compute_90a`` (Hopper-only instructions) wins
+    outright, since no other architecture has them."""
+    asked = _VIRTUAL_ARCH.match(needed)
+    if asked is None:
+        raise KernelBuildError(
+            f"{source}: `// rawcuda-build: {SOURCE_ARCH_WORD}{needed}` is not a virtual architecture; write "
+            f"{SOURCE_ARCH_WORD}compute_XY (compute_90 for clusters), as nvcc --list-gpu-arch names them",
+            source=source,
+        )
+    have = _VIRTUAL_ARCH.match(build)
+    if asked.group(2) or have is None or int(have.group(1)) < int(asked.group(1)):
+        return needed
+    return build
 
 
 @dataclass(frozen=True)
@@ -269,6 +299,7 @@ def temporary_beside(path: Path) -> Path:
 __all__ = [
     "DEFAULT_ARCH",
     "NVCC_ENV",
+    "SOURCE_ARCH_WORD",
     "SOURCE_OPTION_WORDS",
     "BuildOptions",
     "Compiler",

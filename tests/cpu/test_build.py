@@ -35,6 +35,14 @@ TRANSCENDENTALS = {
 #: The kernels other code depends on: source stem -> entries -> PTX parameter types. Every extent is a
 #: size_t (.u64): an H200 holds matrices with a side of 2^31 floats, where an `int` size wraps.
 CONTRACT = {
+    "cluster_reduce": {
+        "warp_reduce_sum": ["u64", "u64", "u64"],
+        "cluster_sum": ["u64", "u64", "u64"],
+        "cluster_ranks": ["u64", "u64"],
+        "cluster_ranks_compiled": ["u64", "u64"],
+    },
+    "dependent_launch": {"add_one": ["u64", "u64", "u64"]},
+    "grid_reduce": {"warp_reduce_sum": ["u64", "u64", "u64"], "grid_sum": ["u64", "u64", "u64", "u64"]},
     "elementwise": {"bias_relu": ["u64", "u64", "u64", "u64", "u64"], "gelu": ["u64", "u64", "u64"]},
     "matmul": {"matmul": ["u64", "u64", "u64", "u64", "u64", "u64"]},
     "occupancy": {"copy_one_per_thread": ["u64", "u64", "u64"], "copy_grid_stride": ["u64", "u64", "u64"]},
@@ -65,6 +73,8 @@ CONTRACT = {
 STEMS = sorted(CONTRACT)
 #: The sources that ask for --use_fast_math themselves (`// rawcuda-build: fast_math`).
 FAST_MATH_STEMS = ["transcendentals_fast"]
+#: The sources that need Hopper (clusters, griddepcontrol): `// rawcuda-build: arch=compute_90`.
+HOPPER_STEMS = ["cluster_reduce", "dependent_launch"]
 
 
 def run_build_py(*args: str, **env: str) -> subprocess.CompletedProcess[str]:
@@ -235,6 +245,31 @@ def test_an_unknown_source_option_is_refused_by_name(tmp_path: Path) -> None:
     assert nvcc_tool.source_options(source, BuildOptions()) == BuildOptions()
 
 
+@pytest.mark.parametrize(
+    ("build_arch", "asked", "got"),
+    [
+        ("compute_80", "compute_90", "compute_90"),  # raised to what the source needs
+        ("compute_100", "compute_90", "compute_100"),  # never lowered: a build for a newer GPU stays one
+        ("compute_100", "compute_90a", "compute_90a"),  # Hopper-only instructions exist on no other arch
+    ],
+)
+def test_a_source_names_the_oldest_architecture_it_needs(tmp_path: Path, build_arch: str, asked: str, got: str) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text(f'// rawcuda-build: arch={asked}\nextern "C" __global__ void k() {{}}\n')
+    assert nvcc_tool.source_options(source, BuildOptions(arch=build_arch)) == BuildOptions(arch=got)
+
+
+@pytest.mark.parametrize(
+    ("line", "match"),
+    [("arch=sm_90", "not a virtual architecture"), ("arch=compute_90 arch=compute_80", "2 architectures")],
+)
+def test_a_bad_source_architecture_is_refused_by_name(tmp_path: Path, line: str, match: str) -> None:
+    source = tmp_path / "k.cu"
+    source.write_text(f'// rawcuda-build: {line}\nextern "C" __global__ void k() {{}}\n')
+    with pytest.raises(KernelBuildError, match=match):
+        nvcc_tool.source_options(source, BuildOptions())
+
+
 def test_no_temporary_files_are_left(first_build: tuple[Path, Path, kernelbuild.BuildResult]) -> None:
     assert not [p.name for p in first_build[1].iterdir() if p.name.startswith(".")]
 
@@ -396,6 +431,7 @@ def test_manifest_matches_the_committed_ptx() -> None:
         own = nvcc_tool.source_options(SOURCES / record["source"], BuildOptions())
         assert record["options"] == own.to_json(), "the committed PTX must use the default options (+ its own line's)"
         assert own.fast_math == (stem in FAST_MATH_STEMS)
+        assert (own.arch == "compute_90") == (stem in HOPPER_STEMS)
 
 
 def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
@@ -406,7 +442,7 @@ def test_committed_ptx_is_up_to_date(nvcc: str, tmp_path: Path) -> None:
             f"the local nvcc ({compiler.release}) is not the one that built the committed PTX "
             f"({manifest['kernels'][STEMS[0]]['nvcc_release']}), so its cache keys differ by design"
         )
-    plain = [r for stem, r in manifest["kernels"].items() if stem not in FAST_MATH_STEMS]
+    plain = [r for stem, r in manifest["kernels"].items() if stem not in FAST_MATH_STEMS + HOPPER_STEMS]
     options = {BuildOptions.from_json(record["options"]) for record in plain}
     assert len(options) == 1, "the committed kernels were built with different options"
     result = kernelbuild.build(SOURCES, tmp_path, options.pop(), nvcc=nvcc)

@@ -90,6 +90,19 @@ def test_a_kernel_compiled_with_cluster_dims_is_read_from_its_ptx() -> None:
     assert launchattrs.compiled_cluster(None) is None
 
 
+def test_a_kernel_that_syncs_its_grid_is_read_from_its_ptx() -> None:
+    """cooperative_groups' grid.sync() reads the grid workspace from %envreg1/2; nothing else here does."""
+    import rawcuda.kernels
+
+    entries = parse(rawcuda.kernels.ptx_path("grid_reduce").read_bytes()).entries
+    assert entries["grid_sum"].grid_workspace and not entries["warp_reduce_sum"].grid_workspace
+    assert not parse(CLUSTERED_PTX.encode()).entries["clustered"].grid_workspace
+    with pytest.raises(ValueError, match=r"'k' synchronizes its whole grid .* k\.options\(cooperative=True\)"):
+        launchattrs.check_grid_sync("k", True, launchattrs.NO_OPTIONS)
+    launchattrs.check_grid_sync("k", True, launchattrs.LaunchOptions(cooperative=True))
+    launchattrs.check_grid_sync("k", False, launchattrs.NO_OPTIONS)
+
+
 # --- launches over the fake driver ----------------------------------------------------------------------------------
 SCRIPT = r"""
 import ctypes, json, sys
@@ -136,6 +149,12 @@ out["odd_grid"] = refused(lambda: clustered.launch(9, 256, a, a, a, 0))
 out["too_big"] = refused(lambda: fn.options(cluster=32).launch(64, 128, a, a, a, 0))
 out["not_resident"] = refused(lambda: fn.options(cooperative=True).launch(1057, 256, a, a, a, 0))
 out["positional"] = refused(lambda: fn.options((2, 1, 1)))
+grid_sum = Module(rawcuda.kernels.ptx_path("grid_reduce")).function("grid_sum")
+out["grid_sync_plain"] = refused(lambda: grid_sum.launch(4, 256, a, a, a, 1024, shared_mem=32))
+out["grid_sync_bound"] = refused(lambda: grid_sum.bind(4, 256, a, a, a, 1024, shared_mem=32))
+grid_coop = grid_sum.options(cooperative=True)
+grid_coop.launch(4, 256, a, a, a, 1024, shared_mem=32)
+out["grid_sync_cooperative"] = attrs()
 fn.launch(8, 256, a, a, a, 0)
 out["plain_again"] = attrs()
 print(json.dumps(out))
@@ -166,4 +185,7 @@ def test_launches_with_options_pass_their_attributes_and_plain_launches_none(tmp
     assert "grid dimension x = 9 is not a multiple of the cluster's 2" in out["odd_grid"]
     assert "largest cluster this kernel can launch with is 16 blocks" in out["too_big"]
     assert "all 1057 blocks resident at once, and at most 1056 fit" in out["not_resident"]
+    for refused in out["grid_sync_plain"], out["grid_sync_bound"]:  # a plain grid.sync() would trap the context
+        assert "synchronizes its whole grid" in refused and "options(cooperative=True)" in refused
+    assert out["grid_sync_cooperative"]["ids"] == [2]
     assert out["positional"].startswith("TypeError")  # options are keywords: a tuple cannot land in cluster by position
