@@ -18,7 +18,7 @@
 //   LAUNCH_TOO_LARGE, 720).
 // * The barrier's counter lives in a grid workspace the driver hands over only to a cooperative launch
 //   (cooperative_groups reads it from %envreg1 and %envreg2). Launched plainly, there is none, and the
-//   kernel executes `trap`: an illegal instruction that ruins the context. rawcuda reads the %envreg use in
+//   kernel executes `trap`: a launch failure (719, sticky) that ruins the context. rawcuda reads the %envreg use in
 //   the PTX and refuses the plain launch first.
 // * grid.sync() also orders memory: partials written before it are visible to block 0 after it.
 

@@ -93,7 +93,7 @@ class Device:
     def uuid(self) -> uuid.UUID:
         raw = CUuuid()
         cu.cuDeviceGetUuid(byref(raw), self.handle)
-        return uuid.UUID(bytes=bytes(raw.bytes))
+        return uuid_of(raw)
 
     @functools.cached_property
     def pci_bus_id(self) -> str:
@@ -123,3 +123,11 @@ class Device:
     def __repr__(self) -> str:
         major, minor = self.compute_capability
         return f"<Device {self.ordinal}: {self.name}, sm_{major}{minor}, {self.total_memory / 2**30:.1f} GiB>"
+
+
+def uuid_of(raw: CUuuid) -> uuid.UUID:
+    """The 16 bytes of a ``CUuuid`` as a UUID.
+
+    Why not ``raw.bytes``: ctypes reads a ``char[16]`` field as a C string, cut at its first zero byte.
+    """
+    return uuid.UUID(bytes=ctypes.string_at(ctypes.addressof(raw), ctypes.sizeof(raw)))

@@ -226,18 +226,21 @@ def _parse_entry(text: str, masked: str, pos: int) -> Entry | None:
     directives, body = _parse_directives(masked, pos, name, line)
     if body is None:
         return None
-    workspace = _GRID_WORKSPACE.search(masked, body, _body_end(masked, body, name, line)) is not None
+    workspace = _GRID_WORKSPACE.search(masked, body, _body_end(masked, body)) is not None
     return Entry(name=name, params=params, directives=directives, grid_workspace=workspace)
 
 
-def _body_end(masked: str, start: int, kernel: str, line: int) -> int:
-    """Where the body that opens at ``start`` (its ``{``) closes; PTX nests ``{ }`` scopes inside it."""
+def _body_end(masked: str, start: int) -> int:
+    """Where the body that opens at ``start`` (its ``{``) closes; PTX nests ``{ }`` scopes inside it.
+
+    An unclosed body runs to the end: the driver's JIT reports a truncated module, with its log.
+    """
     depth = 0
     for m in re.finditer(r"[{}]", masked[start:]):
         depth += 1 if m.group(0) == "{" else -1
         if depth == 0:
             return start + m.end()
-    raise PtxParseError(f"line {line}: the body of .entry {kernel} has no closing '}}'")
+    return len(masked)
 
 
 def _skip_space(text: str, pos: int) -> int:

@@ -361,3 +361,34 @@ def test_parse_error_is_a_value_error_and_a_rawcuda_error(tmp_path: Path) -> Non
     with pytest.raises(ValueError, match=r"bad\.ptx") as caught:
         ptx.parse_file(path)
     assert isinstance(caught.value, RawCudaError)
+
+
+GRID_SYNC_BODY = """
+.version 8.0
+.target sm_80
+.address_size 64
+.visible .entry first(.param .u64 p)
+{
+    { .reg .b32 inner; }
+    ret;
+}
+.visible .entry second(.param .u64 p)
+{
+    mov.u32 %r1, %envreg1;
+    ret;
+}
+"""
+
+
+def test_the_grid_workspace_is_read_from_each_body_alone() -> None:
+    """Only the body that reads %envreg1/2 is marked; a nested scope does not end the body early."""
+    entries = ptx.parse(GRID_SYNC_BODY).entries
+    assert not entries["first"].grid_workspace and entries["second"].grid_workspace
+    assert not ptx.parse(GRID_SYNC_BODY.replace("%envreg1", "%envreg10")).entries["second"].grid_workspace
+
+
+def test_a_truncated_body_is_left_for_the_driver_to_report() -> None:
+    """The parser reads headers: a body cut short parses, and the driver's JIT says what is wrong, with its log."""
+    cut = GRID_SYNC_BODY[: GRID_SYNC_BODY.rindex("ret;")]
+    entries = ptx.parse(cut).entries
+    assert list(entries) == ["first", "second"] and entries["second"].grid_workspace

@@ -133,7 +133,7 @@ def test_a_cooperative_grid_sum_is_one_kernel_and_a_too_large_grid_is_refused() 
     total.fill(np.float32(np.nan))
     with pytest.raises(ValueError, match=rf"all {most + 1} blocks resident at once, and at most {most} fit"):
         cooperative.launch(most + 1, BLOCK, total, partials, data, n, shared_mem=SHARED)
-    with pytest.raises(ValueError, match=r"synchronizes its whole grid .* options\(cooperative=True\)"):
+    with pytest.raises(ValueError, match=r"synchronizes its whole grid .*\.options\(cooperative=True\)"):
         grid_sum.launch(4, BLOCK, total, partials, data, n, shared_mem=SHARED)  # would trap: refused first
     default_context().synchronize()
     assert np.isnan(total.to_array()[0])  # neither ran
