@@ -32,6 +32,8 @@ Two streams and many buffers (each loop alternates two launches, so it has the s
   rawcuda_launch_none             Function.launch(..., stream=None): the legacy default stream
   rawcuda_launch_none_and_stream  stream=None taking turns with a stream
   rawcuda_launch_new_ints         a count past 256 computed at every call (a new int object each time)
+  rawcuda_launch_ping_pong        two argument sets taking turns on one kernel (c <- a, then a <- c): a chain, or
+                                  the two passes of a reduction
   rawcuda_bound_two_streams       two bound launches, one per stream, taking turns
   bare_ctypes_ex_wide, rawcuda_launch_wide, rawcuda_launch_wide_two_streams, rawcuda_bound_wide_two_streams
                                   the same with a kernel of 8 buffers and a count
@@ -98,6 +100,7 @@ PENALTIES = (
     ("bound launch: two streams taking turns, 3 buffers", "rawcuda_bound_two_streams", "rawcuda_bound"),
     ("bound launch: two streams taking turns, 8 buffers", "rawcuda_bound_wide_two_streams", "rawcuda_bound_wide"),
     ("Function.launch: a new int object for the count at every call", "rawcuda_launch_new_ints", "rawcuda_launch"),
+    ("Function.launch: two argument sets taking turns", "rawcuda_launch_ping_pong", "rawcuda_launch"),
 )
 C_SOURCE = Path(__file__).resolve().parent / "c" / "launch_loop.c"
 
@@ -360,6 +363,13 @@ def two_stream_variants(
         ),
         "rawcuda_launch_new_ints": (
             repeat(lambda: fn.launch(1, BLOCK, big[0], big[1], big[2], count + 0, stream=stream)),
+            stream.synchronize,
+        ),
+        "rawcuda_launch_ping_pong": (
+            turns(
+                lambda: fn.launch(1, BLOCK, c, a, b, 0, stream=stream),
+                lambda: fn.launch(1, BLOCK, a, c, b, 0, stream=stream),
+            ),
             stream.synchronize,
         ),
         "rawcuda_bound_two_streams": (turns(on[stream], on[other]), both),

@@ -62,6 +62,8 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "launch3_two_streams": (L3.format(s="s1"), L3.format(s="s2")),
     "launch3_none": ("fn.launch(1, 256, c, a, b, n)",) * 2,
     "launch3_none_and_stream": ("fn.launch(1, 256, c, a, b, n)", L3.format(s="s1")),
+    # Two argument sets taking turns: a ping-pong chain, or pass 1 and pass 2 of a reduction on one kernel.
+    "launch3_ping_pong": (L3.format(s="s1"), "fn.launch(1, 256, a, c, b, n, stream=s1)"),
     "launch3_new_ints": ("fn.launch((big.size + 255) // 256, 256, c, big, big, big.size, stream=s1)",) * 2,
     "launch3_new_float": ("saxpy.launch(1, 256, c, alpha + 0.0, a, n, stream=s1)",) * 2,
     "ops_vector_add": ("ops.vector_add(big, big, big, stream=s1)",) * 2,

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from rawcuda import ClosedError, ForkedProcessError
-from rawcuda.core import boundlaunch, function, kernelargs, launchcall
+from rawcuda.core import boundlaunch, function, kernelargs, launchcall, packhistory
 from rawcuda.core.closecounter import closes
 from rawcuda.core.context import Context
 from rawcuda.core.devicebuffer import DeviceBuffer
@@ -433,6 +433,39 @@ def test_two_streams_taking_turns_record_once_per_memory_and_stream(
     fn.launch(1, 32, c, a, a, N, stream=s)
     fn.launch(1, 32, c, a, a, N)
     assert len(records) == 10 and recorded(c.pending) == [s, t, legacy_stream(ctx)]
+
+
+def test_argument_sets_taking_turns_are_packed_once_each(
+    ctx: StandInContext, launches: list[Any], records: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: a Function kept only its latest pack, so a ping-pong chain (c <- a, then a <- c) or the two passes
+    # of a reduction packed at every launch.
+    packs: list[tuple[Any, ...]] = []
+    real_pack = ArgPacker.pack
+    monkeypatch.setattr(ArgPacker, "pack", lambda self, args: packs.append(args) or real_pack(self, args))
+    fn, s = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A)
+    a, c = StandInBuffer(N, context=ctx), StandInBuffer(N, context=ctx)
+    for _ in range(10):
+        fn.launch(1, 32, c, a, a, N, stream=s)
+        fn.launch(1, 32, a, c, c, N, stream=s)
+    assert len(packs) == 2 and len(launches) == 20
+    assert [launch[2] for launch in launches[:2]] * 10 == [launch[2] for launch in launches]  # each its own array
+    assert len(records) == 2  # each memory recorded the stream once: the second set found it listed
+    for _ in range(3):  # one set stays on (the other done): it reaches the fast path again
+        fn.launch(1, 32, a, c, c, N, stream=s)
+    assert fn._packed.same((a, c, c, N)) and len(packs) == 2
+    t = stand_in_stream(ctx, STREAM_B)
+    fn.launch(1, 32, c, a, a, N, stream=t)  # a recent set on a new stream: recorded there, not packed again
+    assert len(packs) == 2 and recorded(c.pending) == [s, t]
+    for _ in range(packhistory.RECENT_PACKS + 1):  # more sets than are remembered: the oldest is packed again
+        fn.launch(1, 32, StandInBuffer(N, context=ctx), a, a, N, stream=s)
+    fn.launch(1, 32, a, c, c, N, stream=s)
+    assert len(packs) == 2 + packhistory.RECENT_PACKS + 1 + 1
+    gone = StandInBuffer(N, context=ctx)
+    fn.launch(1, 32, gone, a, a, N, stream=s)
+    gone.close()  # a close forgets every remembered pack: a freed buffer's address is never launched again
+    fn.launch(1, 32, a, c, c, N, stream=s)
+    assert len(packs) == 2 + packhistory.RECENT_PACKS + 4
 
 
 def test_an_export_makes_the_next_launch_record_again(
