@@ -355,10 +355,12 @@ def main(t: Tutorial) -> None:
     t.say(
         "not the seed's comparison: these launches include rawcuda's per-call checks in Python, the seed's\n"
         "15-25% is against bare launches. bench/graphs.py makes that one (its 'bound' launches cost about a\n"
-        "bare cuLaunchKernel): 22% at hidden 64, 4% at 256, at most 1% from 1024 on, 128 tokens\n"
-        "(bench/results/2026-11-30-NVIDIA_H200.md)"
+        "bare cuLaunchKernel): 12% at hidden 64, 5% at 256, 2% at 1024, 0% at 4096, 128 tokens\n"
+        "(bench/results/2026-12-02-NVIDIA_H200.md)"
     )
-    t.check(replay_us < launch_us, "the replay is faster than launching the 15 kernels one by one")
+    # Printed, not asserted: a time depends on the machine's load, and a lesson must not fail on a busy host.
+    verdict = "faster than" if replay_us < launch_us else "NOT faster than (a busy host?)"
+    t.say(f"this run: the replay was {verdict} launching the 15 kernels one by one")
     exec_.close()
     graph.close()
     for buf in (p.x, *p.w, *p.b, *p.outs, d_w1_new):
