@@ -37,10 +37,9 @@ from .launchattrs import (
     NO_OPTIONS,
     LaunchOptions,
     attributes_for,
-    check_cluster_grid,
-    check_grid_sync,
+    check_compiled_in,
     compiled_cluster,
-    launch_options,
+    twin_of,
 )
 from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
@@ -75,7 +74,11 @@ class Function:
         self._packer = ArgPacker(name, self.params, module.context)
         self._packed = EMPTY_PACK  # the latest packed arguments (see ArgPacker)
         self._history = PackHistory()  # the packs before it: argument sets taking turns are packed once
-        self._dynamic_shared_limit: int | None = None  # the dynamic bytes launches may use now (48 KiB - static)
+        # The dynamic bytes launches may use now (48 KiB - static until raised): one per CUfunction, shared with
+        # its twins (options()), since the driver's opt-in is one per CUfunction and must never be lowered.
+        self.shared_optin: list[int | None] = [None]
+        self.base: Function | None = None  # the Function a twin was made from (options()); None for a base
+        self.twins: weakref.WeakValueDictionary[LaunchOptions, Function] = weakref.WeakValueDictionary()
         # The driver arguments of the last launch (ctypes values, no Python objects: the stream is not held).
         self.last_prepared: tuple[Any, ...] = ()
         self.ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
@@ -86,6 +89,7 @@ class Function:
         entry = info.entries.get(name) if info is not None else None
         self.compiled_cluster = compiled_cluster(entry)
         self.grid_workspace = entry is not None and entry.grid_workspace  # this_grid().sync(): cooperative only
+        self.dependency_wait = entry is None or entry.dependency_wait  # griddepcontrol.wait (a cubin: unknown)
 
     @property
     def last_config(self) -> tuple[Any, ...]:
@@ -294,15 +298,14 @@ class Function:
         self.check_open()
         return BoundLaunch(self, grid, block, args, shared_mem, stream)
 
-    def options(self, *, cluster: Any = None, cooperative: Any = False, programmatic: Any = False) -> Function:
+    def options(self, *, cluster: Any = None, cooperative: Any = None, programmatic: Any = None) -> Function:
         """The same kernel, launched with attributes: thread-block clusters of ``cluster`` blocks (x, y, z), a
         ``cooperative`` grid (all blocks resident at once), ``programmatic`` dependent launch (it may start before
         the previous kernel of its stream ends). Each is checked when a configuration is first launched.
+        An option not given keeps this Function's; the same options give the same Function again.
         """
         # Why: docs/hazards.md, "Launch attributes belong to the configuration".
-        twin = Function(self.module, self.name, self._handle, list(self.params))
-        twin.launch_options = launch_options(cluster, cooperative, programmatic)
-        return twin
+        return twin_of(self, cluster, cooperative, programmatic)
 
     def pack(self, args: tuple[Any, ...]) -> Packed:
         """Check ``args`` against the kernel's signature and build a new ``kernelParams`` array for them."""
@@ -377,9 +380,7 @@ class Function:
             if n > limits["grid"][axis]:
                 raise ValueError(f"grid dimension {'xyz'[axis]} = {n} exceeds the device limit {limits['grid'][axis]}")
         self._configure_shared(shared_mem, limits)
-        if self.compiled_cluster is not None:
-            check_cluster_grid(self.name, g, self.compiled_cluster)
-        check_grid_sync(self.name, self.grid_workspace, self.launch_options)
+        check_compiled_in(self, g)
         config: LaunchConfig = (*g, *b, int(shared_mem))
         if len(self._configs) < _MAX_CONFIGS:
             self._configs[key] = config
@@ -409,12 +410,14 @@ class Function:
                 f"{shared_mem} bytes of dynamic shared memory plus {static} static exceed the "
                 f"{optin} bytes a block can have on this device"
             )
-        if self._dynamic_shared_limit is None:
-            self._dynamic_shared_limit = max(DEFAULT_SHARED_LIMIT - static, 0)
-        if shared_mem > self._dynamic_shared_limit:
-            # Above 48 KiB in all a kernel must opt in: raise its limit once, then launches may use up to it.
+        optin = self.shared_optin
+        if optin[0] is None:
+            optin[0] = max(DEFAULT_SHARED_LIMIT - static, 0)
+        if shared_mem > optin[0]:
+            # Above 48 KiB in all a kernel must opt in: raise its limit, then launches may use up to it.
+            # Raised only, never lowered: a configuration this kernel (or a twin) validated stays valid.
             self.set_attribute(FunctionAttribute.MAX_DYNAMIC_SHARED_SIZE_BYTES, shared_mem)
-            self._dynamic_shared_limit = shared_mem
+            optin[0] = shared_mem
 
     def __repr__(self) -> str:
         sig = ", ".join(s.ptx_type for s in self.params)

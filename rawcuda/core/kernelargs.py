@@ -64,6 +64,39 @@ def _numpy_scalar(value: Any, spec: ParamSpec) -> Any:
     return value
 
 
+_POINTER_ARRAYS: dict[int, Any] = {}
+
+
+def pointer_array(count: int) -> Any:
+    """``c_void_p * count``, made once per count and held: ctypes keeps an array type only while something holds
+    it, and a type made again and again is garbage with reference cycles (left for good under gc.disable())."""
+    made = _POINTER_ARRAYS.get(count)
+    if made is None:
+        made = _POINTER_ARRAYS[count] = ctypes.c_void_p * count
+    return made
+
+
+def put_buffer(slot: Any, value: DeviceBuffer, context: Any) -> None:
+    """A buffer's address into ``slot``, checked: the kernel's context, and open.
+
+    The common case costs one property (ptr) and one identity check; it runs for every buffer argument whenever
+    a launch's arguments change. A function of its own, not a branch that ``put`` reaches by calling itself: a
+    closure that names itself is a reference cycle, one per kernel parameter.
+    """
+    if context is not None and value.context is not context and value.context.raw_handle != context.raw_handle:
+        raise ArgumentError(
+            f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
+            f"{context!r}: pass a buffer of the same context (or load the module there)"
+        )
+    try:
+        slot.value = value.ptr
+    except ClosedError:
+        raise ClosedError(
+            f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
+            "(a closed buffer cannot be reopened)"
+        ) from None
+
+
 def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
     low, high = spec.int_range()
     mask = (1 << (BITS_PER_BYTE * spec.size)) - 1
@@ -79,20 +112,7 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
             slot.value = value & mask
             return True
         if pointer_sized and isinstance(value, DeviceBuffer):
-            # The common case costs one property (ptr) and one identity check.
-            # It runs for every buffer argument whenever a launch's arguments change.
-            if context is not None and value.context is not context and value.context.raw_handle != context.raw_handle:
-                raise ArgumentError(
-                    f"{value!r} belongs to {value.context!r}, but the kernel was loaded in "
-                    f"{context!r}: pass a buffer of the same context (or load the module there)"
-                )
-            try:
-                slot.value = value.ptr
-            except ClosedError:
-                raise ClosedError(
-                    f"{value!r} is closed and cannot be passed to a kernel: allocate a new one "
-                    "(a closed buffer cannot be reopened)"
-                ) from None
+            put_buffer(slot, value, context)
             return True
         if isinstance(value, np.integer):
             number = int(_numpy_scalar(value, spec))
@@ -111,7 +131,8 @@ def _int_setter(spec: ParamSpec, context: Any = None) -> Setter:
                 else f"a numpy array cannot be passed as {spec.describe()}"
             )
         if pointer_sized and (view := memory_view(value)) is not None:  # rawcuda memory: its view, not its interface
-            return put(slot, view, waits) and False  # (uncached: a GrowableBuffer's grow() makes a new view)
+            put_buffer(slot, view, context)
+            return False  # (uncached: a GrowableBuffer's grow() makes a new view)
         if pointer_sized and (cai := read_interface(value)) is not NO_INTERFACE:
             try:
                 slot.value = foreign_pointer(value, spec.read_only, waits, cai)
@@ -361,6 +382,7 @@ class ArgPacker:
         self.specs = tuple(specs)
         # With the kernel's context, buffers of another context are refused (their addresses mean nothing here).
         self._makers = [_slot_and_setter(s, context) for s in self.specs]
+        self._array_type = pointer_array(len(self.specs))
 
     def pack(self, args: tuple[Any, ...]) -> Packed:
         """Check ``args`` and pack them into new slots and a new array."""
@@ -378,7 +400,7 @@ class ArgPacker:
             except ArgumentError as exc:
                 raise ArgumentError(f"{self.kernel} argument {i}: {exc}") from None
             slots.append(slot)
-        array = (ctypes.c_void_p * len(slots))(*[ctypes.addressof(s) for s in slots])
+        array = self._array_type(*[ctypes.addressof(s) for s in slots])
         # tuple.__new__ rather than Packed(...): it saves a Python call.
         # Why: docs/hazards.md, "Small savings on the launch path".
         key, same = identity_key(args) if cacheable else ((), _never)

@@ -32,6 +32,9 @@ PORTABLE_CLUSTER_BLOCKS = 8
 MIN_CLUSTER_CAPABILITY = (9, 0)
 MIN_PROGRAMMATIC_CAPABILITY = (9, 0)
 AXES = "xyz"
+#: The array types of 0 to 3 attributes, made once: ctypes keeps an array type only while something holds it,
+#: and a type made again for every configuration is garbage with reference cycles (left for good under gc.disable()).
+ATTRIBUTE_ARRAYS = tuple(CUlaunchAttribute * count for count in range(4))
 
 
 @dataclass(frozen=True)
@@ -64,11 +67,42 @@ def _flag(name: str, value: Any) -> bool:
 
 def launch_options(cluster: Any = None, cooperative: Any = False, programmatic: Any = False) -> LaunchOptions:
     """The options checked for their own sake: a cluster of 1 to 3 whole dimensions >= 1, and two flags."""
+    parts = cluster if isinstance(cluster, tuple | list) else (cluster,)
+    if any(isinstance(part, bool | np.bool_) for part in parts):  # an int to Python, never a block count here
+        raise TypeError(f"cluster takes blocks per cluster (an int or a tuple of 1 to 3 ints), got {shown(cluster)}")
     return LaunchOptions(
         None if cluster is None else dims("cluster", cluster),
         _flag("cooperative", cooperative),
         _flag("programmatic", programmatic),
     )
+
+
+def merged_options(options: LaunchOptions, cluster: Any, cooperative: Any, programmatic: Any) -> LaunchOptions:
+    """``options`` with what is given (not None) replaced, each checked: a twin's twin adds to its options."""
+    return launch_options(
+        options.cluster if cluster is None else cluster,
+        options.cooperative if cooperative is None else cooperative,
+        options.programmatic if programmatic is None else programmatic,
+    )
+
+
+def twin_of(fn: Any, cluster: Any, cooperative: Any, programmatic: Any) -> Any:
+    """The Function of ``fn``'s kernel with these options (``Function.options``), made once per set of options.
+
+    Once: ``fn.options(...).launch(...)`` written inline would otherwise validate, and ask the occupancy, at
+    every call. The twin holds its base (so the module's table and a graph node find the kernel) and shares
+    its shared-memory opt-in; the base holds its twins weakly, so no cycle keeps either alive.
+    """
+    base = fn.base or fn
+    options = merged_options(fn.launch_options, cluster, cooperative, programmatic)
+    if options == base.launch_options:
+        return base
+    twin = base.twins.get(options)
+    if twin is None:
+        twin = type(base)(base.module, base.name, base.handle, list(base.params))
+        twin.launch_options, twin.base, twin.shared_optin = options, base, base.shared_optin
+        base.twins[options] = twin
+    return twin
 
 
 def attribute_array(options: LaunchOptions) -> ctypes.Array[CUlaunchAttribute]:
@@ -86,7 +120,7 @@ def attribute_array(options: LaunchOptions) -> ctypes.Array[CUlaunchAttribute]:
         row = CUlaunchAttribute(id=LaunchAttributeID.PROGRAMMATIC_STREAM_SERIALIZATION)
         row.value.programmaticStreamSerializationAllowed = 1
         rows.append(row)
-    return (CUlaunchAttribute * len(rows))(*rows)
+    return ATTRIBUTE_ARRAYS[len(rows)](*rows)
 
 
 def check_cluster_grid(name: str, grid: tuple[int, int, int], cluster: tuple[int, int, int]) -> None:
@@ -119,6 +153,29 @@ def check_grid_sync(name: str, grid_workspace: bool, options: LaunchOptions) -> 
             f"{name!r} synchronizes its whole grid (cooperative_groups this_grid(); its PTX reads the grid "
             f"workspace, %envreg1/%envreg2): launch it through {name}.options(cooperative=True), with a grid "
             f"whose blocks all fit on the GPU at once; a plain launch would trap and ruin the context"
+        )
+
+
+def check_compiled_in(fn: Any, grid: tuple[int, int, int]) -> None:
+    """What a kernel's PTX demands of every launch, options or not: whole compiled-in clusters, and a
+    cooperative launch for a grid-wide sync. Checked once per configuration (``Function.configure``)."""
+    if fn.compiled_cluster is not None:
+        check_cluster_grid(fn.name, grid, fn.compiled_cluster)
+    check_grid_sync(fn.name, fn.grid_workspace, fn.launch_options)
+
+
+def check_dependency_wait(name: str, waits: bool) -> None:
+    """A programmatic launch may start before its predecessor ends: the kernel must wait before reading its data.
+
+    Why refuse: without ``griddepcontrol.wait`` the kernel reads the previous kernel's output early, and the
+    answer is silently wrong (seen on the H200: a sum of NaN).
+    """
+    if not waits:
+        raise ValueError(
+            f"programmatic=True lets {name!r} start before the previous kernel of its stream has finished, but its "
+            f"PTX never waits for it (no griddepcontrol.wait, which cudaGridDependencySynchronize() compiles to): "
+            f"it would read that kernel's output before it is written. Call cudaGridDependencySynchronize() "
+            f"before the first such read, or launch it without programmatic"
         )
 
 
@@ -167,21 +224,22 @@ def attributes_for(fn: Any, config: LaunchConfig, h_stream: int | None) -> ctype
     device = fn.context.device
     if options.cluster is not None:
         check_capability(name, "a cluster launch", device.compute_capability, MIN_CLUSTER_CAPABILITY)
-        check_cluster_grid(name, grid, options.cluster)
         check_compiled_cluster(name, fn.compiled_cluster, options.cluster)
         if options.cluster_blocks > PORTABLE_CLUSTER_BLOCKS:  # the opt-in a larger cluster needs, made here
             fn.set_attribute(FunctionAttribute.NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
         probe = launch_config(config, h_stream, attribute_array(LaunchOptions(cluster=options.cluster)))
-        active = c_int()
-        cu.cuOccupancyMaxActiveClusters(byref(active), fn.handle, byref(probe))
-        if active.value < 1:
-            largest = c_int()
-            cu.cuOccupancyMaxPotentialClusterSize(byref(largest), fn.handle, byref(probe))
-            check_clusters_fit(name, options.cluster, active.value, largest.value)
+        largest, active = c_int(), c_int()
+        # The size first: the occupancy query below said "fits" for a cluster of 17, which the driver then refused.
+        cu.cuOccupancyMaxPotentialClusterSize(byref(largest), fn.handle, byref(probe))
+        if options.cluster_blocks <= largest.value:
+            check_cluster_grid(name, grid, options.cluster)
+            cu.cuOccupancyMaxActiveClusters(byref(active), fn.handle, byref(probe))
+        check_clusters_fit(name, options.cluster, active.value, largest.value)
     if options.cooperative:
         blocks = grid[0] * grid[1] * grid[2]
         per_sm = fn.max_active_blocks_per_sm(threads, config[6])
         check_cooperative(name, blocks, per_sm, device.multiprocessor_count)
     if options.programmatic:
         check_capability(name, "programmatic dependent launch", device.compute_capability, MIN_PROGRAMMATIC_CAPABILITY)
+        check_dependency_wait(name, fn.dependency_wait)
     return attribute_array(options)

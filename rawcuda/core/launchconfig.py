@@ -45,7 +45,8 @@ def launch_config(config: LaunchConfig, h_stream: int | None, attrs: Any = None)
     cfg.sharedMemBytes = config[6]
     cfg.hStream = h_stream
     if attrs:
-        cfg.attrs, cfg.numAttrs = ctypes.cast(attrs, ctypes.POINTER(CUlaunchAttribute)), len(attrs)
+        # From the address: a cast of the array itself would store it in the pointer's _objects, a reference cycle.
+        cfg.attrs, cfg.numAttrs = ctypes.cast(ctypes.addressof(attrs), ctypes.POINTER(CUlaunchAttribute)), len(attrs)
         cfg.kept_attrs = attrs  # a pointer does not own what it points at
     else:
         cfg.attrs, cfg.numAttrs = None, 0  # no clusters, priorities or other attributes: a plain launch

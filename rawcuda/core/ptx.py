@@ -133,9 +133,12 @@ class Entry:
     name: str
     params: tuple[Param, ...]
     directives: tuple[tuple[str, tuple[int, ...]], ...] = ()
-    #: The body reads the driver's grid workspace (``%envreg1``/``%envreg2``): cooperative_groups'
-    #: ``this_grid().sync()`` does, and traps when the launch was not cooperative (no workspace was given).
+    #: The body, or a device function it calls, reads the driver's grid workspace (``%envreg1``/``%envreg2``):
+    #: cooperative_groups' ``this_grid().sync()`` does, and traps when the launch was not cooperative.
     grid_workspace: bool = False
+    #: The body, or a device function it calls, waits for the grids it depends on (``griddepcontrol.wait``,
+    #: ``cudaGridDependencySynchronize``): only then may a programmatic dependent launch start it early.
+    dependency_wait: bool = False
 
     def directive(self, name: str) -> tuple[int, ...] | None:
         """The values of a performance directive, or None: ``"maxntid"`` gives ``(256, 1, 1)``."""
@@ -196,19 +199,47 @@ _PARAM_FORMS = "'.param .u32 x', '.param .align 8 .b8 x[16]', '.param .u64 .ptr 
 _DIRECTIVE = re.compile(r"\.([A-Za-z_]\w*)")
 # cooperative_groups/details/driver_abi.h: "Interpret the address from envreg 1 and 2 as the driver's grid workspace".
 _GRID_WORKSPACE = re.compile(r"%envreg[12](?!\d)")
+_DEPENDENCY_WAIT = re.compile(r"\bgriddepcontrol\.wait\b")
+_FUNC = re.compile(r"(?<![\w.$%])\.func\b\s*(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)")
+_CALL = re.compile(r"\bcall(?:\.uni)?\s+(?:\([^)]*\)\s*,\s*)?([A-Za-z_$%][\w$]*)")
 _NUMBERS = re.compile(r"[\s\d,]*")
 
 
 def _entries(text: str) -> Iterator[Entry]:
     """Every kernel with a body, in file order."""
     masked = without_strings(text)
+    funcs = _device_functions(masked)
     for m in _ENTRY.finditer(masked):
-        entry = _parse_entry(text, masked, m.end())
+        entry = _parse_entry(text, masked, m.end(), funcs)
         if entry is not None:
             yield entry
 
 
-def _parse_entry(text: str, masked: str, pos: int) -> Entry | None:
+def _device_functions(masked: str) -> dict[str, str]:
+    """Each ``.func`` with a body: its body's text (a declaration ending in ``;`` has none)."""
+    found: dict[str, str] = {}
+    for m in _FUNC.finditer(masked):
+        opening = min((i for i in (masked.find("{", m.end()), masked.find(";", m.end())) if i >= 0), default=-1)
+        if opening >= 0 and masked[opening] == "{":
+            found[m.group(1)] = masked[opening : _body_end(masked, opening)]
+    return found
+
+
+def _reaches(body: str, funcs: dict[str, str], pattern: re.Pattern[str]) -> bool:
+    """Whether ``body``, or a device function it calls (directly or not), matches ``pattern``."""
+    pending, seen = [body], set()
+    while pending:
+        text = pending.pop()
+        if pattern.search(text):
+            return True
+        for name in _CALL.findall(text):
+            if name in funcs and name not in seen:
+                seen.add(name)
+                pending.append(funcs[name])
+    return False
+
+
+def _parse_entry(text: str, masked: str, pos: int, funcs: dict[str, str]) -> Entry | None:
     """Parse one ``.entry`` from just after the keyword; None for a declaration without a body."""
     line = line_of(text, pos)
     name_match = _IDENTIFIER.match(masked, _skip_space(masked, pos))
@@ -226,8 +257,14 @@ def _parse_entry(text: str, masked: str, pos: int) -> Entry | None:
     directives, body = _parse_directives(masked, pos, name, line)
     if body is None:
         return None
-    workspace = _GRID_WORKSPACE.search(masked, body, _body_end(masked, body)) is not None
-    return Entry(name=name, params=params, directives=directives, grid_workspace=workspace)
+    text_of_body = masked[body : _body_end(masked, body)]
+    return Entry(
+        name=name,
+        params=params,
+        directives=directives,
+        grid_workspace=_reaches(text_of_body, funcs, _GRID_WORKSPACE),
+        dependency_wait=_reaches(text_of_body, funcs, _DEPENDENCY_WAIT),
+    )
 
 
 def _body_end(masked: str, start: int) -> int:

@@ -153,6 +153,21 @@ class CUgraphExecUpdateResultInfo(Structure):
     _fields_ = [("result", enum), ("errorNode", CUgraphNode), ("errorFromNode", CUgraphNode)]
 
 
+EDGE_DATA_RESERVED = 5  # `unsigned char reserved[5]`
+
+
+class CUgraphEdgeData(Structure):
+    """What kind of dependency a graph edge is: full completion (all zero) or, e.g., a programmatic launch's port."""
+
+    _c_name_ = "CUgraphEdgeData"
+    _fields_ = [
+        ("from_port", ctypes.c_ubyte),
+        ("to_port", ctypes.c_ubyte),
+        ("type", ctypes.c_ubyte),
+        ("reserved", ctypes.c_ubyte * EDGE_DATA_RESERVED),
+    ]
+
+
 LAUNCH_ATTRIBUTE_VALUE_BYTES = 64  # cuda.h pads CUlaunchAttributeValue to 64 bytes
 LAUNCH_ATTRIBUTE_ID_PAD = 8 - ctypes.sizeof(enum)  # `char pad[8 - sizeof(CUlaunchAttributeID)]`
 
@@ -223,6 +238,7 @@ STRUCTS: tuple[type[Structure] | type[Union], ...] = (
     CUctxCreateParams,
     CUDA_KERNEL_NODE_PARAMS,
     CUgraphExecUpdateResultInfo,
+    CUgraphEdgeData,
     CUlaunchAttributeValue,
     CUlaunchAttribute,
     CUlaunchConfig,

@@ -63,7 +63,7 @@ from rawcuda.core.context import CloseOrder, Context, resolve
 from rawcuda.core.function import Function
 from rawcuda.core.resource import Resource
 from rawcuda.ffi.constants import GraphInstantiateFlag, GraphNodeType
-from rawcuda.ffi.types import CUgraphNode
+from rawcuda.ffi.types import CUgraphEdgeData, CUgraphNode
 
 from .graphexec import GraphExec
 from .kernelnode import KernelNode, Node, kernel_node_params
@@ -291,8 +291,11 @@ class Graph(Resource):
         edges = c_size_t()
         cu.cuGraphGetEdges(handle, None, None, None, byref(edges))
         sources, targets = (CUgraphNode * edges.value)(), (CUgraphNode * edges.value)()
+        # Each edge's data too: a graph with a programmatic edge (a captured programmatic launch) refuses to list
+        # its edges without it, CUDA_ERROR_LOSSY_QUERY. The order of the nodes needs only the pairs.
+        kinds = (CUgraphEdgeData * edges.value)()
         if edges.value:
-            cu.cuGraphGetEdges(handle, sources, targets, None, byref(edges))
+            cu.cuGraphGetEdges(handle, sources, targets, kinds, byref(edges))
         pairs = [(a or 0, b or 0) for a, b in zip(sources[: edges.value], targets[: edges.value], strict=True)]
         return handles, pairs
 

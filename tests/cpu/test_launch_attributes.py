@@ -134,18 +134,25 @@ def refused(call):
 out = {}
 fn.launch(8, 256, a, a, a, 0)
 out["plain"] = attrs()
-clustered = fn.options(cluster=(2, 1, 1), programmatic=True)
-clustered.launch(8, 256, a, a, a, 0)
+dep = Module(rawcuda.kernels.ptx_path("dependent_launch")).function("add_one")  # it waits: griddepcontrol.wait
+clustered = dep.options(cluster=(2, 1, 1), programmatic=True)
+clustered.launch(8, 256, a, a, 0)
 out["clustered"] = attrs()
-clustered.bind(16, 256, a, a, a, 0)()
+clustered.bind(16, 256, a, a, 0)()
 out["bound"] = attrs()
+out["no_wait"] = refused(lambda: fn.options(programmatic=True).launch(8, 256, a, a, a, 0))
+out["same_twin"] = fn.options(cluster=2) is fn.options(cluster=(2, 1, 1)) and fn.options() is fn
+added = dep.options(cluster=2).options(programmatic=True)
+out["added"] = [list(added.launch_options.cluster), added.launch_options.programmatic, added is clustered]
+out["bool_cluster"] = refused(lambda: fn.options(cluster=True))
+out["seventeen"] = refused(lambda: fn.options(cluster=17).launch(34, 128, a, a, a, 0))
 big = fn.options(cluster=16)
 big.launch(32, 128, a, a, a, 0)
 out["sixteen"] = attrs()
 coop = fn.options(cooperative=True)  # kept: the fake reads its CUlaunchConfig after the launch
 coop.launch(1056, 256, a, a, a, 0)
 out["cooperative"] = attrs()
-out["odd_grid"] = refused(lambda: clustered.launch(9, 256, a, a, a, 0))
+out["odd_grid"] = refused(lambda: clustered.launch(9, 256, a, a, 0))
 out["too_big"] = refused(lambda: fn.options(cluster=32).launch(64, 128, a, a, a, 0))
 out["not_resident"] = refused(lambda: fn.options(cooperative=True).launch(1057, 256, a, a, a, 0))
 out["positional"] = refused(lambda: fn.options((2, 1, 1)))
@@ -188,4 +195,9 @@ def test_launches_with_options_pass_their_attributes_and_plain_launches_none(tmp
     for refused in out["grid_sync_plain"], out["grid_sync_bound"]:  # a plain grid.sync() would trap the context
         assert "synchronizes its whole grid" in refused and "options(cooperative=True)" in refused
     assert out["grid_sync_cooperative"]["ids"] == [2]
+    assert "never waits for it (no griddepcontrol.wait" in out["no_wait"]  # it would read its input early
+    assert out["same_twin"] is True  # one twin per set of options: an inline options().launch() is cached
+    assert out["added"] == [[2, 1, 1], True, True]  # a twin's options() adds to its options
+    assert out["bool_cluster"].startswith("TypeError: cluster takes blocks per cluster")
+    assert "largest cluster this kernel can launch with is 16 blocks" in out["seventeen"]
     assert out["positional"].startswith("TypeError")  # options are keywords: a tuple cannot land in cluster by position

@@ -392,3 +392,52 @@ def test_a_truncated_body_is_left_for_the_driver_to_report() -> None:
     cut = GRID_SYNC_BODY[: GRID_SYNC_BODY.rindex("ret;")]
     entries = ptx.parse(cut).entries
     assert list(entries) == ["first", "second"] and entries["second"].grid_workspace
+
+
+CALLS_INTO_FUNCS = """
+.version 8.0
+.target sm_90
+.address_size 64
+.func sync_all()
+;
+.func sync_all()
+{
+    mov.u32 %r1, %envreg2;
+    ret;
+}
+.func wait_dep()
+{
+    griddepcontrol.wait;
+    ret;
+}
+.func outer()
+{
+    { call.uni
+    wait_dep,
+    (
+    ); }
+    ret;
+}
+.visible .entry syncs(.param .u64 p)
+{
+    call.uni sync_all, ();
+    ret;
+}
+.visible .entry waits(.param .u64 p)
+{
+    call.uni outer, ();
+    ret;
+}
+.visible .entry neither(.param .u64 p)
+{
+    ret;
+}
+"""
+
+
+def test_what_a_kernel_does_through_the_device_functions_it_calls_counts() -> None:
+    """A grid sync or a dependency wait in a __noinline__ helper is the kernel's own, called directly or not."""
+    entries = ptx.parse(CALLS_INTO_FUNCS).entries
+    assert (entries["syncs"].grid_workspace, entries["syncs"].dependency_wait) == (True, False)
+    assert (entries["waits"].grid_workspace, entries["waits"].dependency_wait) == (False, True)
+    assert (entries["neither"].grid_workspace, entries["neither"].dependency_wait) == (False, False)

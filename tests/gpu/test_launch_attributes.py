@@ -156,3 +156,47 @@ def test_a_chain_of_dependent_launches_still_sees_each_result(stream_kind: str) 
         (early if link % 3 else add_one).launch(grid, BLOCK, dst, src, n, stream=stream)  # mixed with plain ones
     out = ping.to_array(stream) if links % 2 == 0 else pong.to_array(stream)
     np.testing.assert_array_equal(out, host + links)
+
+
+def test_a_twin_asking_for_less_shared_memory_leaves_its_kernel_able_to_use_more() -> None:
+    # Before: the twin set the kernel's opt-in down to 60 KiB, and the base's next 100 KiB launch was refused.
+    cooperative = module("grid_reduce").function("grid_sum")
+    base = cooperative.base if cooperative.base is not None else cooperative
+    twin = base.options(cooperative=True)
+    n = 1 << 16
+    host = small_integers(n, seed=5)
+    data, partials, total = DeviceBuffer.from_array(host), DeviceBuffer.empty(64), DeviceBuffer.empty(1)
+    for shared in (100 * 1024, 60 * 1024, 100 * 1024, 120 * 1024, 50 * 1024, 120 * 1024):
+        total.fill(np.float32(np.nan))
+        twin.launch(8, BLOCK, total, partials, data, n, shared_mem=shared)
+        assert total.to_array()[0] == host.astype(np.int64).sum(), f"{shared} bytes"
+
+
+def test_a_programmatic_launch_of_a_kernel_that_never_waits_is_refused() -> None:
+    # Before: accepted, and the kernel read its predecessor's output early (a sum of NaN on the H200).
+    reduce_sum = module("cluster_reduce").function("warp_reduce_sum")
+    buf = DeviceBuffer.zeros(1024)
+    with pytest.raises(ValueError, match=r"never waits for it \(no griddepcontrol\.wait"):
+        reduce_sum.options(programmatic=True).launch(4, BLOCK, buf, buf, 1024, shared_mem=SHARED)
+
+
+def test_a_captured_programmatic_chain_lists_its_nodes_and_replays_exactly() -> None:
+    # Before: listing the graph's nodes failed with CUDA_ERROR_LOSSY_QUERY (its programmatic edges).
+    from rawcuda.graphs.streamcapture import capture
+
+    add_one = module("dependent_launch").function("add_one")
+    early = add_one.options(programmatic=True)
+    n, links = 1 << 12, 6
+    host = small_integers(n, seed=13)
+    ping, pong = DeviceBuffer.from_array(host), DeviceBuffer.empty(n)
+    stream = Stream()
+    with capture(stream) as graph:
+        for link in range(links):
+            src, dst = (ping, pong) if link % 2 == 0 else (pong, ping)
+            early.launch(-(-n // BLOCK), BLOCK, dst, src, n, stream=stream)
+    assert len(graph.kernel_nodes()) == links
+    nodes = graph.kernel_nodes()
+    assert all(node.function is not None and node.function.name == "add_one" for node in nodes)
+    exe = graph.instantiate()
+    exe.launch(stream)
+    np.testing.assert_array_equal(ping.to_array(stream), host + links)
