@@ -227,12 +227,13 @@ def attributes_for(fn: Any, config: LaunchConfig, h_stream: int | None) -> ctype
         check_compiled_cluster(name, fn.compiled_cluster, options.cluster)
         if options.cluster_blocks > PORTABLE_CLUSTER_BLOCKS:  # the opt-in a larger cluster needs, made here
             fn.set_attribute(FunctionAttribute.NON_PORTABLE_CLUSTER_SIZE_ALLOWED, 1)
-        probe = launch_config(config, h_stream, attribute_array(LaunchOptions(cluster=options.cluster)))
         largest, active = c_int(), c_int()
-        # The size first: the occupancy query below said "fits" for a cluster of 17, which the driver then refused.
-        cu.cuOccupancyMaxPotentialClusterSize(byref(largest), fn.handle, byref(probe))
+        # The size first, asked of the configuration without a cluster (the driver answers for a cluster that
+        # does not divide the grid with INVALID_CLUSTER_SIZE): the active-clusters query said "fits" for 17.
+        cu.cuOccupancyMaxPotentialClusterSize(byref(largest), fn.handle, byref(launch_config(config, h_stream)))
         if options.cluster_blocks <= largest.value:
             check_cluster_grid(name, grid, options.cluster)
+            probe = launch_config(config, h_stream, attribute_array(LaunchOptions(cluster=options.cluster)))
             cu.cuOccupancyMaxActiveClusters(byref(active), fn.handle, byref(probe))
         check_clusters_fit(name, options.cluster, active.value, largest.value)
     if options.cooperative:
