@@ -260,6 +260,56 @@ class LaunchAttributeID(IntEnum):
     LAUNCH_COMPLETION_EVENT = 12  # an event fired once every block of the launch has started
 
 
+@c_enum("CUtensorMapDataType", "CU_TENSOR_MAP_DATA_TYPE_")
+class TensorMapDataType(IntEnum):
+    """The element types a tensor map (TMA, compute capability 9.0) moves; the packed sub-byte ones are left out."""
+
+    UINT8 = 0
+    UINT16 = 1
+    UINT32 = 2
+    INT32 = 3
+    UINT64 = 4
+    INT64 = 5
+    FLOAT16 = 6
+    FLOAT32 = 7
+    FLOAT64 = 8
+    BFLOAT16 = 9
+    FLOAT32_FTZ = 10
+    TFLOAT32 = 11
+    TFLOAT32_FTZ = 12
+
+
+@c_enum("CUtensorMapInterleave", "CU_TENSOR_MAP_")
+class TensorMapInterleave(IntEnum):
+    INTERLEAVE_NONE = 0
+    INTERLEAVE_16B = 1  # NC/8HWC8 layouts
+    INTERLEAVE_32B = 2
+
+
+@c_enum("CUtensorMapSwizzle", "CU_TENSOR_MAP_")
+class TensorMapSwizzle(IntEnum):
+    """How a tile is spread over shared-memory banks as it lands (to read it later without bank conflicts)."""
+
+    SWIZZLE_NONE = 0
+    SWIZZLE_32B = 1  # 16-byte chunks swizzled within a 32-byte span
+    SWIZZLE_64B = 2
+    SWIZZLE_128B = 3
+
+
+@c_enum("CUtensorMapL2promotion", "CU_TENSOR_MAP_L2_PROMOTION_")
+class TensorMapL2Promotion(IntEnum):
+    NONE = 0
+    L2_64B = 1
+    L2_128B = 2
+    L2_256B = 3
+
+
+@c_enum("CUtensorMapFloatOOBfill", "CU_TENSOR_MAP_FLOAT_OOB_FILL_")
+class TensorMapOobFill(IntEnum):
+    NONE = 0  # elements outside the tensor read as zero
+    NAN_REQUEST_ZERO_FMA = 1  # ... as a NaN that FMA treats as zero (floating-point types only)
+
+
 @c_enum("CUdriverProcAddress_flags", "CU_GET_PROC_ADDRESS_")
 class ProcAddressFlag(IntFlag):
     DEFAULT = 0

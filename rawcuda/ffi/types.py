@@ -41,6 +41,7 @@ CUdevice = c_int  # typedef int CUdevice_v1; typedef CUdevice_v1 CUdevice;
 CUdeviceptr = c_ulonglong  # typedef unsigned long long CUdeviceptr_v2 (on LP64)
 CUmemGenericAllocationHandle = c_ulonglong  # typedef unsigned long long CUmemGenericAllocationHandle_v1
 cuuint64_t = c_ulonglong  # typedef uint64_t cuuint64_t;
+cuuint32_t = ctypes.c_uint32  # typedef uint32_t cuuint32_t;
 size_t = c_size_t
 enum = c_int  # every C enum parameter: 4 bytes, passed like an int
 

@@ -12,6 +12,7 @@ beside this one, in the order a program meets them::
     launch   cuLaunchKernel and friends, host functions, occupancy
     stream   streams and events
     graph    stream capture, graphs, executable graphs
+    tensormap  TMA tensor-map descriptors (Hopper)
     vmm      virtual memory management (reserve / create / map / set access)
 
 Most rows are called by rawcuda's classes. The others are listed in :data:`NOT_CALLED_BY_RAWCUDA`, each
@@ -26,7 +27,7 @@ Nothing here calls the driver. :mod:`rawcuda.checked` binds the rows to libcuda,
 from __future__ import annotations
 
 from ..decl import Decl, index
-from . import context, device, graph, init, launch, memory, module, stream, vmm
+from . import context, device, graph, init, launch, memory, module, stream, tensormap, vmm
 
 SECTIONS: dict[str, list[Decl]] = {
     "init": init.ENTRIES,
@@ -37,6 +38,7 @@ SECTIONS: dict[str, list[Decl]] = {
     "launch": launch.ENTRIES,
     "stream": stream.ENTRIES,
     "graph": graph.ENTRIES,
+    "tensormap": tensormap.ENTRIES,
     "vmm": vmm.ENTRIES,
 }
 
@@ -77,6 +79,7 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuMemHostUnregister": _TOPIC,
     "cuPointerGetAttributes": _TOPIC,
     "cuMemcpyAsync": _TOPIC + " (unified-addressing copies)",
+    "cuTensorMapReplaceAddress": _TOPIC + " (the same tensor map over another buffer)",
     "cuGraphClone": _TOPIC,
     "cuGraphDebugDotPrint": _TOPIC,
     "cuMemRetainAllocationHandle": _TOPIC,
