@@ -65,6 +65,7 @@ CONTRACT = {
     "spin": {"spin": ["u64"], "spin_timed": ["u64", "u64"]},
     "transcendentals": TRANSCENDENTALS,
     "transcendentals_fast": TRANSCENDENTALS,  # the same source, built with --use_fast_math
+    "tma_copy": {"tma_tile_copy": ["b8", "u64", "u64", "u64"]},
     "transpose": {
         name: ["u64", "u64", "u64", "u64"] for name in ("transpose_naive", "transpose_unpadded", "transpose_padded")
     },
@@ -74,7 +75,7 @@ STEMS = sorted(CONTRACT)
 #: The sources that ask for --use_fast_math themselves (`// rawcuda-build: fast_math`).
 FAST_MATH_STEMS = ["transcendentals_fast"]
 #: The sources that need Hopper (clusters, griddepcontrol): `// rawcuda-build: arch=compute_90`.
-HOPPER_STEMS = ["cluster_reduce", "dependent_launch"]
+HOPPER_STEMS = ["cluster_reduce", "dependent_launch", "tma_copy"]
 
 
 def run_build_py(*args: str, **env: str) -> subprocess.CompletedProcess[str]:

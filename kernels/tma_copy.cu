@@ -1,0 +1,70 @@
+// rawcuda-build: arch=compute_90
+// tma_copy.cu -- a tile copy through Hopper's Tensor Memory Accelerator (TMA), from a tensor map the host built.
+//
+// tma_tile_copy(src, out, rows, cols): each block asks the TMA for one TILE_ROWS x TILE_COLS tile of the
+// row-major float matrix `src` describes, into shared memory, in one instruction issued by one thread; then
+// the block writes the tile to `out` (the same shape) with ordinary stores. A test checks out == the matrix.
+//
+// Launch configuration: grid = (ceil(cols / TILE_COLS), ceil(rows / TILE_ROWS)), block = TILE_THREADS,
+// no dynamic shared memory; `src` is a rawcuda.extras.tensormap.TensorMap over the matrix with
+// box = (TILE_ROWS, TILE_COLS), passed as its .descriptor (128 bytes).
+//
+// Why it is written this way:
+// * `const __grid_constant__ CUtensorMap`: the descriptor must stay in parameter space (PTX `.param .align 64
+//   .b8 [128]`), where the TMA reads it by its generic address; a plain by-value copy would be moved to
+//   registers or local memory, and its address would mean nothing to the TMA.
+// * An mbarrier counts the bytes: one thread arrives on it "expecting" TILE_BYTES, the copy completes those
+//   bytes on it, and every thread waits for phase 0 to finish before it reads the tile.
+// * fence.proxy.async after the init: the barrier was written by ordinary stores, and the TMA (the "async
+//   proxy") must see it initialised.
+// * Out-of-bounds parts of an edge tile arrive as zeros (the tensor map's fill), and are not written out.
+
+#include <cuda.h>
+
+#include <cstddef>
+
+constexpr unsigned TILE_ROWS = 32;
+constexpr unsigned TILE_COLS = 32;  // 128 bytes of floats: a multiple of 16, as a box row must be
+constexpr unsigned TILE_THREADS = 256;  // the documented block
+static_assert(TILE_THREADS % 32 == 0, "a block of whole warps");
+constexpr unsigned TILE_BYTES = TILE_ROWS * TILE_COLS * sizeof(float);
+constexpr unsigned TMA_ALIGN = 128;  // the shared-memory destination of a tensor copy
+
+// -- begin tma_tile_copy
+extern "C" __global__ void tma_tile_copy(const __grid_constant__ CUtensorMap src, float *out, size_t rows, size_t cols)
+{
+    __shared__ alignas(TMA_ALIGN) float tile[TILE_ROWS][TILE_COLS];
+    __shared__ alignas(8) unsigned long long arrived;  // the mbarrier
+    const unsigned tile_at = static_cast<unsigned>(__cvta_generic_to_shared(tile));
+    const unsigned bar_at = static_cast<unsigned>(__cvta_generic_to_shared(&arrived));
+    const int x0 = blockIdx.x * TILE_COLS;  // the tensor map's coordinates: innermost (columns) first
+    const int y0 = blockIdx.y * TILE_ROWS;
+
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_at) : "memory");
+        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    }
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_at), "r"(TILE_BYTES) : "memory");
+        asm volatile(
+            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+            ::"r"(tile_at), "l"(reinterpret_cast<unsigned long long>(&src)), "r"(x0), "r"(y0), "r"(bar_at)
+            : "memory");
+    }
+    unsigned done = 0;
+    while (!done) {  // phase 0 completes when every expected byte has landed
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar_at)
+            : "memory");
+    }
+    for (unsigned i = threadIdx.x; i < TILE_ROWS * TILE_COLS; i += blockDim.x) {
+        const size_t r = y0 + i / TILE_COLS, c = x0 + i % TILE_COLS;
+        if (r < rows && c < cols) {
+            out[r * cols + c] = tile[i / TILE_COLS][i % TILE_COLS];
+        }
+    }
+}
+// -- end tma_tile_copy
