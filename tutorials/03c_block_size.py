@@ -132,6 +132,8 @@ def main(t: Tutorial) -> None:
     t.step("the whole of kernels/vector_add.cu: the same loop, written for the memory system")
     t.say(shipped_vector_add())
     t.term("memory-bound")
+    t.term("__restrict__")
+    t.term("read-only data path")
     t.say(
         "Vector add is memory-bound, one add per 12 bytes moved, so the kernel is written for the memory. float4\n"
         "loads and stores move 16 bytes per instruction when a, b and c are 16-byte aligned (cuMemAlloc gives\n"

@@ -153,6 +153,7 @@ def main(t: Tutorial) -> None:
     t.check(alive and freed, "a CFUNCTYPE object lives exactly as long as Python references it")
 
     t.step("a kernel of known duration: spin(ns) busy-waits on the GPU's %globaltimer")
+    t.term("globaltimer")
     spin = load_spin()  # the first launch loads the kernel: done before anything is timed
     t.say(f"{spin!r}: one thread, launched as spin<<<1, 1>>>({round(SPIN_S * NS_PER_S)}) for {SPIN_S:g} s")
     stream = Stream()
