@@ -160,8 +160,7 @@ def test_a_chain_of_dependent_launches_still_sees_each_result(stream_kind: str) 
 
 def test_a_twin_asking_for_less_shared_memory_leaves_its_kernel_able_to_use_more() -> None:
     # Before: the twin set the kernel's opt-in down to 60 KiB, and the base's next 100 KiB launch was refused.
-    cooperative = module("grid_reduce").function("grid_sum")
-    base = cooperative.base if cooperative.base is not None else cooperative
+    base = module("grid_reduce").function("grid_sum")
     twin = base.options(cooperative=True)
     n = 1 << 16
     host = small_integers(n, seed=5)

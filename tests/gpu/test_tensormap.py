@@ -40,7 +40,7 @@ def test_every_tile_arrives_through_the_tensor_map(tile_copy: rawcuda.Function, 
     np.testing.assert_array_equal(out.to_array(), host)
 
 
-def test_the_driver_and_rawcuda_agree_on_a_refused_map(tile_copy: rawcuda.Function) -> None:
+def test_rows_the_tma_cannot_stride_are_refused_before_the_driver(tile_copy: rawcuda.Function) -> None:
     src = DeviceBuffer.empty((64, 30))  # rows of 120 bytes: not a multiple of 16
     with pytest.raises(ValueError, match=r"strides\[0\] = 120 bytes must be a multiple of 16"):
         TensorMap(src, box=(8, 8))
