@@ -10,7 +10,8 @@ their own, :mod:`rawcuda.ops.sgemm`)::
     ops.matmul(c, a, b, kernel="sgemm_05_reg2d")   # ... or any step of kernels/sgemm.cu
     ops.transpose(out, x)              # through a padded shared-memory tile; variant="unpadded" | "naive"
 
-Every function checks shapes and dtypes before launching, runs on ``stream`` (the legacy default stream
+Every function checks shapes and dtypes before launching (the elementwise ones once for the very same
+buffers: :mod:`rawcuda.ops.lastcheck`), runs on ``stream`` (the legacy default stream
 when None) and returns before the GPU finishes, except ``sum``, which returns a Python float.
 
 Sizes. Every kernel takes its extents as ``size_t`` and indexes in 64 bits, so any buffer a GPU can hold
@@ -33,10 +34,12 @@ own fallback finalizer from holding the context alive in turn.
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import numpy as np
 
 from rawcuda import kernels
+from rawcuda.core.closecounter import closes
 from rawcuda.core.context import Context
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.function import Function
@@ -46,6 +49,7 @@ from rawcuda.core.module import Module
 from rawcuda.core.stream import Stream
 
 from . import sgemm
+from .lastcheck import LastCheck
 
 BLOCK = 256  # 1-D kernels: a multiple of the warp size (the seed's choice; bench/progressions.py sweeps 32..1024)
 WAVES = 32  # grid-stride kernels: at most this many blocks per SM (more adds nothing but scheduling)
@@ -153,22 +157,35 @@ def _same_size(*bufs: DeviceBuffer) -> int:
     return sizes.pop()
 
 
+def _one_d(last: LastCheck, stem: str, name: str, out: DeviceBuffer, *inputs: DeviceBuffer) -> Any:
+    """The checks of a 1-D elementwise op writing ``out`` from ``inputs`` (in place allowed), made once for the
+    very same buffers (:mod:`rawcuda.ops.lastcheck`): its kernel (None for no elements), grid and size."""
+    found = last.recall(out, *inputs)
+    if found is None:
+        since = closes.generation  # before the checks: a close while they run leaves what they found stale
+        _f32(out, *inputs)
+        n = _same_size(out, *inputs)
+        _no_overlap(out, *inputs, in_place=True)
+        fn = kernel(stem, name, out.context) if n else None
+        found = last.remember(since, (fn, _grid_1d(n, out.context), n), out, *inputs)
+    return found
+
+
+_VECTOR_ADD, _SAXPY, _GELU, _BIAS_RELU = LastCheck(), LastCheck(), LastCheck(), LastCheck()
+
+
 def vector_add(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None = None) -> None:
     """c = a + b."""
-    _f32(a, b, c)
-    n = _same_size(a, b, c)
-    _no_overlap(c, a, b, in_place=True)
+    fn, grid, n = _one_d(_VECTOR_ADD, "vector_add", "vector_add", c, a, b)
     if n:
-        kernel("vector_add", "vector_add", c.context).launch(_grid_1d(n, c.context), BLOCK, c, a, b, n, stream=stream)
+        fn.launch(grid, BLOCK, c, a, b, n, stream=stream)
 
 
 def saxpy(y: DeviceBuffer, alpha: float, x: DeviceBuffer, stream: Stream | None = None) -> None:
     """y = alpha * x + y, in place."""
-    _f32(x, y)
-    n = _same_size(x, y)
-    _no_overlap(y, x, in_place=True)
+    fn, grid, n = _one_d(_SAXPY, "saxpy", "saxpy", y, x)
     if n:
-        kernel("saxpy", "saxpy", y.context).launch(_grid_1d(n, y.context), BLOCK, y, float(alpha), x, n, stream=stream)
+        fn.launch(grid, BLOCK, y, float(alpha), x, n, stream=stream)
 
 
 def sum_partials(out: DeviceBuffer, x: DeviceBuffer, blocks: int, stream: Stream | None = None) -> None:
@@ -301,27 +318,34 @@ def _transpose_kernel(variant: str | None, padded: bool | None) -> str:
 
 def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: Stream | None = None) -> None:
     """out[r, c] = max(x[r, c] + bias[c], 0)."""
+    found = _BIAS_RELU.recall(out, x, bias)
+    if found is None:
+        since = closes.generation  # (as in _one_d)
+        found = _BIAS_RELU.remember(since, _check_bias_relu(out, x, bias), out, x, bias)
+    fn, grid, rows, cols = found
+    if rows and cols:
+        fn.launch(grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols, stream=stream)
+
+
+def _check_bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer) -> tuple[Any, Any, int, int]:
     _f32(out, x, bias)
     if x.ndim != 2 or out.shape != x.shape or bias.shape != (x.shape[1],):
         raise ValueError(f"bias_relu needs x[R,C], out[R,C], bias[C]; got {x.shape}, {out.shape}, {bias.shape}")
     _no_overlap(out, x, in_place=True)
     _no_overlap(out, bias, in_place=False)
     rows, cols = x.shape
-    if rows and cols:
-        # Grid-stride in both directions (kernels/elementwise.cu): both are capped, and any shape is covered.
-        grid = (
-            min(_ceil(cols, ELEMENTWISE_THREADS[0]), MAX_GRID_X),
-            min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y),
-        )
-        kernel("elementwise", "bias_relu", x.context).launch(
-            grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols, stream=stream
-        )
+    if not (rows and cols):
+        return None, None, rows, cols
+    # Grid-stride in both directions (kernels/elementwise.cu): both are capped, and any shape is covered.
+    grid = (
+        min(_ceil(cols, ELEMENTWISE_THREADS[0]), MAX_GRID_X),
+        min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y),
+    )
+    return kernel("elementwise", "bias_relu", x.context), grid, rows, cols
 
 
 def gelu(out: DeviceBuffer, x: DeviceBuffer, stream: Stream | None = None) -> None:
     """out = gelu(x), tanh approximation."""
-    _f32(out, x)
-    n = _same_size(out, x)
-    _no_overlap(out, x, in_place=True)
+    fn, grid, n = _one_d(_GELU, "elementwise", "gelu", out, x)
     if n:
-        kernel("elementwise", "gelu", x.context).launch(_grid_1d(n, x.context), BLOCK, out, x, n, stream=stream)
+        fn.launch(grid, BLOCK, out, x, n, stream=stream)

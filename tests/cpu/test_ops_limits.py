@@ -32,6 +32,7 @@ def stand_in(shape: tuple[int, ...], context: Any = None, address: int = ALIGNED
     buf.shape, buf.dtype = shape, np.dtype(np.float32)
     buf.context = context
     buf._ptr, buf._closed = address, False  # what DeviceBuffer.ptr reads (ops.matmul picks a kernel by it)
+    buf._base = None  # what its repr reads, in the messages of refused calls
     buf.nbytes = math.prod(shape) * buf.dtype.itemsize  # with ptr, what ops' overlap check reads
     return buf
 
