@@ -19,7 +19,7 @@ import ctypes
 import math
 import weakref
 from collections.abc import Callable, Sequence
-from typing import Any, NamedTuple
+from typing import Any
 
 import numpy as np
 
@@ -327,22 +327,40 @@ def _never(a: tuple[Any, ...]) -> bool:
     return False
 
 
-class Packed(NamedTuple):
-    """What :meth:`ArgPacker.pack` returns: one launch's arguments, packed."""
+class Packed:
+    """What :meth:`ArgPacker.pack` returns: one launch's arguments, packed. Never written once made.
 
-    key: tuple[Any, ...]  # what identity_key remembers of the arguments (weak references to buffers)
-    same: Callable[[tuple[Any, ...]], bool]  # same(args): the same arguments again (the key is bound into it)?
-    array: Any  # the kernelParams array: (void *) * N, the i-th pointing into slots[i]
-    generation: int  # closes.generation when the arguments were checked (a later close invalidates it)
-    slots: list[Any]  # the ctypes values the array points into (kept alive with the array)
-    waits: list[int]  # streams of foreign arrays the launch must be ordered after (interop.order_after)
-    pending: tuple[PendingStream, ...]  # where the launch records its stream: the buffers', once each (views share)
-    # id(stream) -> this pack's last launch there: (grid, block, shared_mem, the prepared driver arguments, and
-    # the forgets.value at which every entry of `pending` listed that stream, or UNSEEN). function.py reads it.
-    launches: dict[int, tuple[Any, Any, int, tuple[Any, ...], int]]
+    A class with slots, not a NamedTuple: a launch reads four of these fields, and a slot is read in a few
+    nanoseconds where a NamedTuple's field costs a descriptor call.
+    """
 
+    # Why: docs/hazards.md, "Small savings on the launch path".
 
-_new_tuple = tuple.__new__
+    __slots__ = ("array", "generation", "key", "launches", "pending", "same", "slots", "waits")
+
+    def __init__(
+        self,
+        key: tuple[Any, ...],
+        same: Callable[[tuple[Any, ...]], bool],
+        array: Any,
+        generation: int,
+        slots: list[Any],
+        waits: list[int],
+        pending: tuple[PendingStream, ...],
+        launches: dict[int, tuple[Any, Any, int, tuple[Any, ...], int]],
+    ) -> None:
+        self.key = key  # what identity_key remembers of the arguments (weak references to buffers)
+        self.same = same  # same(args): the same arguments again (the key is bound into it)?
+        self.array = array  # the kernelParams array: (void *) * N, the i-th pointing into slots[i]
+        self.generation = generation  # closes.generation when the arguments were checked (a later close: stale)
+        self.slots = slots  # the ctypes values the array points into (kept alive with the array)
+        self.waits = waits  # streams of foreign arrays the launch must be ordered after (interop.order_after)
+        self.pending = pending  # where the launch records its stream: the buffers', once each (views share)
+        # id(stream) -> this pack's last launch there: (grid, block, shared_mem, the prepared driver arguments,
+        # and the forgets.value at which every entry of `pending` listed that stream, or UNSEEN). function.py
+        # reads it.
+        self.launches = launches
+
 
 #: What a pack's launch record holds for the count before its stream was recorded on all its buffers.
 UNSEEN = -1  # forgets.value starts at 0 and only grows
@@ -407,7 +425,7 @@ class ArgPacker:
         # rawcuda memory of any kind (buffers, views, managed, adopted, a GrowableBuffer), once each.
         # Listed once per pack, so that a launch only walks a short tuple. Views share their base's.
         pending = tuple(dict.fromkeys(p for a in args if isinstance(p := getattr(a, "pending", None), PendingStream)))
-        return _new_tuple(Packed, (key, same, array, generation, slots, waits, pending, {}))
+        return Packed(key, same, array, generation, slots, waits, pending, {})
 
     def signature(self) -> str:
         """The kernel's parameter types, for messages: ``u64, u64, u32``."""

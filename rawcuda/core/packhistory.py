@@ -78,7 +78,7 @@ class PackHistory:
     def swap(self, latest: Packed, packed: Packed) -> Packed:
         """``packed`` (a recent one) becomes the latest, which joins the recent ones; returns ``packed``.
 
-        By identity: a Packed is a tuple, and == would compare what it holds. Another thread may have changed
+        By identity, which is what a Packed compares by. Another thread may have changed
         the recent packs meanwhile; then only the latest is replaced.
         """
         recent = self.recent
