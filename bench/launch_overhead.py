@@ -28,6 +28,10 @@ Variants:
 
 Two streams and many buffers (each loop alternates two launches, so it has the shape of the one-stream loop):
   bare_ctypes_ex_two_streams      the bare call on two streams taking turns: the driver's own cost of switching
+  bare_ctypes_ex_none_and_stream  the bare call on the legacy stream (handle 0) taking turns with a stream: the
+                                  driver's own cost of that (the legacy stream waits on every blocking stream)
+  bare_ctypes_ex_ping_pong        the bare call with two kernelParams arrays taking turns: the driver's own cost
+                                  of two argument sets
   rawcuda_launch_two_streams      Function.launch, two streams taking turns
   rawcuda_launch_none             Function.launch(..., stream=None): the legacy default stream
   rawcuda_launch_none_and_stream  stream=None taking turns with a stream
@@ -76,6 +80,7 @@ ROUNDS = 21
 BLOCK = 256
 NEW_INT_COUNT = 300  # past CPython's shared small ints (up to 256): `count + 0` is a new object at every call
 WIDE_BUFFERS = 8
+LEGACY_HANDLE = 0  # the CUstream rawcuda passes for stream=None: the legacy default stream
 
 #: A kernel of eight pointers and a count that returns at once: the many-buffer rows (JIT-compiled at load).
 PTX_WIDE = """
@@ -96,10 +101,12 @@ PENALTIES = (
     ("driver: two streams taking turns", "bare_ctypes_ex_two_streams", "bare_ctypes_ex"),
     ("Function.launch: two streams taking turns, 3 buffers", "rawcuda_launch_two_streams", "rawcuda_launch"),
     ("Function.launch: two streams taking turns, 8 buffers", "rawcuda_launch_wide_two_streams", "rawcuda_launch_wide"),
+    ("driver: the legacy stream taking turns with a stream", "bare_ctypes_ex_none_and_stream", "bare_ctypes_ex"),
     ("Function.launch: stream=None taking turns with a stream", "rawcuda_launch_none_and_stream", "rawcuda_launch"),
     ("bound launch: two streams taking turns, 3 buffers", "rawcuda_bound_two_streams", "rawcuda_bound"),
     ("bound launch: two streams taking turns, 8 buffers", "rawcuda_bound_wide_two_streams", "rawcuda_bound_wide"),
     ("Function.launch: a new int object for the count at every call", "rawcuda_launch_new_ints", "rawcuda_launch"),
+    ("driver: two kernelParams arrays taking turns", "bare_ctypes_ex_ping_pong", "bare_ctypes_ex"),
     ("Function.launch: two argument sets taking turns", "rawcuda_launch_ping_pong", "rawcuda_launch"),
 )
 C_SOURCE = Path(__file__).resolve().parent / "c" / "launch_loop.c"
@@ -333,7 +340,10 @@ def two_stream_variants(
     ctx = fn.context
     both = lambda: (stream.synchronize(), other.synchronize())  # noqa: E731
     config2 = CUlaunchConfig(1, 1, 1, BLOCK, 1, 1, 0, other.handle, None, 0)
-    ref1, ref2 = ctypes.byref(config), ctypes.byref(config2)
+    legacy = CUlaunchConfig(1, 1, 1, BLOCK, 1, 1, 0, LEGACY_HANDLE, None, 0)
+    ref1, ref2, ref0 = ctypes.byref(config), ctypes.byref(config2), ctypes.byref(legacy)
+    swapped = [ctypes.c_uint64(a.ptr), ctypes.c_uint64(c.ptr), ctypes.c_uint64(b.ptr), ctypes.c_size_t(0)]
+    params2 = (ctypes.c_void_p * len(swapped))(*[ctypes.addressof(v) for v in swapped])
     count = NEW_INT_COUNT
     big = [DeviceBuffer.zeros(NEW_INT_COUNT) for _ in range(3)]
     wide = Module(PTX_WIDE).function("wide")
@@ -341,13 +351,23 @@ def two_stream_variants(
     values = [ctypes.c_uint64(q.ptr) for q in many] + [ctypes.c_uint64(0)]
     wide_params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
     wide_f = ctypes.c_void_p(wide.handle)
-    keep.extend([config2, values, wide_params, big, many, other])  # alive for as long as the variants run
+    keep.extend(
+        [config2, legacy, swapped, params2, values, wide_params, big, many, other]
+    )  # alive for as long as the variants run
     on = {s: fn.bind(1, BLOCK, c, a, b, 0, stream=s) for s in (stream, other)}
     wide_on = {s: wide.bind(1, BLOCK, *many, 0, stream=s) for s in (stream, other)}
     return {
         "bare_ctypes_ex_two_streams": (
             turns(lambda: raw_ex(ref1, f_arg, params, None), lambda: raw_ex(ref2, f_arg, params, None)),
             both,
+        ),
+        "bare_ctypes_ex_none_and_stream": (
+            turns(lambda: raw_ex(ref0, f_arg, params, None), lambda: raw_ex(ref1, f_arg, params, None)),
+            ctx.synchronize,
+        ),
+        "bare_ctypes_ex_ping_pong": (
+            turns(lambda: raw_ex(ref1, f_arg, params, None), lambda: raw_ex(ref1, f_arg, params2, None)),
+            stream.synchronize,
         ),
         "rawcuda_launch_two_streams": (
             turns(
