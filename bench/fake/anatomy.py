@@ -37,7 +37,7 @@ class Anatomy:
         self.only = prepared
         self.context = fn.context
         self.ref = fn.ref
-        self.last_prepared: Any = None
+        self.last_launch: Any = None
         launch_kernel.call(prepared[0], prepared[1], self.packed.array, None)  # binds the slot
 
     def signature(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
@@ -92,7 +92,7 @@ class Anatomy:
         if rc:
             raise RuntimeError(f"launch failed: {rc}")
         ctx.last_launch_ref = self.ref
-        self.last_prepared = prepared
+        self.last_launch = last
 
     def record(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
@@ -115,7 +115,7 @@ class Anatomy:
         if rc:
             raise RuntimeError(f"launch failed: {rc}")
         ctx.last_launch_ref = self.ref
-        self.last_prepared = prepared
+        self.last_launch = last
         if last[4] != forgets.value:  # an export measured before moved it: seen again
             packed.launches[sid] = (*last[:4], forgets.value)
 

@@ -48,6 +48,7 @@ class BoundLaunch:
         prepared = fn.prepare(grid, block, shared_mem, stream)
         packed = fn.pack(self.args)
         self._call = (*prepared, packed.array, None)  # every driver argument, as ctypes objects
+        self._as_launch = (grid, block, shared_mem, prepared, UNSEEN)  # what the Function's last_launch then holds
         self._packed = packed  # keeps the slots the array points into alive
         self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
         self._bound_at = bound_at
@@ -82,7 +83,7 @@ class BoundLaunch:
         if rc:
             launch_failed(rc, ctx, self._call)
         ctx.last_launch_ref = self._ref
-        self.function.last_prepared = self._call
+        self.function.last_launch = self._as_launch
         if self._seen != forgets.value:  # as in Function.launch: nothing to record most of the time
             self._record()
         if SYNC_LAUNCHES:

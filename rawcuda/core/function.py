@@ -32,7 +32,7 @@ from .boundlaunch import BoundLaunch
 from .closecounter import closes
 from .context import SYNC_LAUNCHES
 from .integers import integer, shown, whole
-from .kernelargs import EMPTY_PACK, UNSEEN, ArgPacker, Packed
+from .kernelargs import EMPTY_PACK, NO_LAUNCH, UNSEEN, ArgPacker, Packed
 from .launchattrs import (
     NO_OPTIONS,
     LaunchOptions,
@@ -79,8 +79,9 @@ class Function:
         self.shared_optin: list[int | None] = [None]
         self.base: Function | None = None  # the Function a twin was made from (options()); None for a base
         self.twins: weakref.WeakValueDictionary[LaunchOptions, Function] = weakref.WeakValueDictionary()
-        # The driver arguments of the last launch (ctypes values, no Python objects: the stream is not held).
-        self.last_prepared: tuple[Any, ...] = ()
+        # The last launch's record (grid, block, shared_mem, its driver arguments before kernelParams, count): ctypes
+        # values, no Python objects, so the stream is not held. Its identity also tells _turn which pack it used.
+        self.last_launch: tuple[Any, ...] = NO_LAUNCH
         self.ref = weakref.ref(self)  # what a launch leaves in context.last_launch_ref (made once, not per launch)
         self.legacy = legacy_stream(self.context)  # what a launch on no stream records (rawcuda.core.guards.pending)
         self.launch_options: LaunchOptions = NO_OPTIONS  # launch attributes (options() makes a Function with some)
@@ -94,7 +95,7 @@ class Function:
     @property
     def last_config(self) -> tuple[Any, ...]:
         """(grid, block, shared_mem, stream handle) of the last launch, as the driver was given them."""
-        return config_summary(self.last_prepared)
+        return config_summary(self.last_launch[3])
 
     @property
     def closed(self) -> bool:
@@ -210,7 +211,7 @@ class Function:
         if rc:
             launch_failed(rc, ctx, (*prepared, packed.array, None))
         ctx.last_launch_ref = self.ref  # named in the error if a sticky fault ever poisons the context
-        self.last_prepared = prepared
+        self.last_launch = last
         # Nothing to record while this pack's buffers all list this stream and no capture began since.
         # Why: docs/hazards.md, "Pending work" (one integer, however many buffers and streams take turns).
         if last[4] != forgets.value:
@@ -227,7 +228,10 @@ class Function:
         if found is None:
             return self._checked(grid, block, shared_mem, stream, args)
         last, packed = found
-        if history.second_time_running(packed):
+        # Promoted only when the launch before this one was this very pack on this stream: a set that stays on
+        # reaches the fast path at its second launch, and two sets taking turns leave the latest where it is.
+        # Why: docs/hazards.md, "Argument sets taking turns".
+        if self.last_launch is last:
             self._packed = history.swap(self._packed, packed)
         return last, packed  # type: ignore[return-value]
 

@@ -365,6 +365,9 @@ class Packed:
 #: What a pack's launch record holds for the count before its stream was recorded on all its buffers.
 UNSEEN = -1  # forgets.value starts at 0 and only grows
 
+#: The launch record of a kernel never launched: no configuration, no driver arguments.
+NO_LAUNCH: tuple[Any, Any, int, tuple[Any, ...], int] = (None, None, 0, (), UNSEEN)
+
 #: The pack a kernel starts with: it matches no arguments, so the first launch packs.
 EMPTY_PACK = Packed((), _never, None, -1, [], [], (), {})
 

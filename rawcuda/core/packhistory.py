@@ -17,16 +17,15 @@ RECENT_PACKS = 4
 
 
 class PackHistory:
-    """The recent packs, newest first, and which of them the last launch off the latest one used."""
+    """The recent packs, newest first."""
 
-    __slots__ = ("recent", "turned")
+    __slots__ = ("recent",)
 
     def __init__(self) -> None:
         self.recent: tuple[Packed, ...] = ()
-        self.turned: Packed | None = None
 
     def clear(self) -> None:
-        self.recent, self.turned = (), None
+        self.recent = ()
 
     def push(self, latest: Packed, generation: int) -> None:
         """``latest`` is being replaced by a new pack: remember it, unless a close has made it stale."""
@@ -54,16 +53,6 @@ class PackHistory:
             if again:
                 return last, packed  # type: ignore[return-value]
         return None
-
-    def second_time_running(self, packed: Packed) -> bool:
-        """Whether the last launch off the latest pack used ``packed`` too.
-
-        Why promote only then: two sets taking turns keep one of them on the fast path (promoting at once
-        would make both miss it every time), and a set that stays on alone reaches it after two launches.
-        """
-        again = packed is self.turned
-        self.turned = None if again else packed
-        return again
 
     def recall(self, latest: Packed, args: tuple[Any, ...], generation: int) -> Packed | None:
         """A recent pack of these very arguments, made since the last close, swapped in for ``latest``; or None.

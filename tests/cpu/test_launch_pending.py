@@ -468,6 +468,28 @@ def test_argument_sets_taking_turns_are_packed_once_each(
     assert len(packs) == 2 + packhistory.RECENT_PACKS + 4
 
 
+def test_argument_sets_in_strict_turns_leave_the_latest_pack_where_it_is(
+    ctx: StandInContext, launches: list[Any], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Before: the turn path promoted the other set at every second turn, even with a launch of the latest in
+    # between, so two launches in three missed the fast path instead of one in two.
+    swaps: list[Any] = []
+    real_swap = packhistory.PackHistory.swap
+    monkeypatch.setattr(packhistory.PackHistory, "swap", lambda self, *p: swaps.append(p) or real_swap(self, *p))
+    fn, s = stand_in_function(ctx), stand_in_stream(ctx, STREAM_A)
+    a, c = StandInBuffer(N, context=ctx), StandInBuffer(N, context=ctx)
+    fn.launch(1, 32, c, a, a, N, stream=s)
+    fn.launch(1, 32, a, c, c, N, stream=s)
+    latest = fn._packed
+    for _ in range(10):
+        fn.launch(1, 32, c, a, a, N, stream=s)
+        fn.launch(1, 32, a, c, c, N, stream=s)
+    assert swaps == [] and fn._packed is latest and len(launches) == 22
+    fn.launch(1, 32, c, a, a, N, stream=s)  # the other set twice running: it becomes the latest
+    fn.launch(1, 32, c, a, a, N, stream=s)
+    assert len(swaps) == 1 and fn._packed.same((c, a, a, N))
+
+
 def test_an_export_makes_the_next_launch_record_again(
     ctx: StandInContext, launches: list[Any], driver: StandInDriver
 ) -> None:
