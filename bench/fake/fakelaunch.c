@@ -154,6 +154,35 @@ CUresult cuLaunchKernelEx(const void *config, void *f, void **params, void **ext
     launches++;
     return SUCCESS;
 }
+/* Graphs: a graph and its kernel nodes are handles; a node's attributes are recorded for the CPU tests, which
+ * read back what add_kernel asked for (ids and the first 12 bytes of each value: a cluster's x, y, z). */
+#define NODE_ATTRS 8
+#define NODE_ATTR_VALUE_BYTES 12
+static int node_attr_ids[NODE_ATTRS];
+static unsigned char node_attr_values[NODE_ATTRS][NODE_ATTR_VALUE_BYTES];
+static int node_attr_count, kernel_nodes, destroyed_nodes;
+CUresult cuGraphCreate(void **g, unsigned flags) { *g = malloc(HANDLE_BYTES); return flags || !*g ? INVALID_VALUE : SUCCESS; }
+CUresult cuGraphDestroy(void *g) { free(g); return SUCCESS; }
+CUresult cuGraphAddKernelNode_v2(void **node, void *g, const void *deps, size_t n, const void *params) {
+    (void)deps; (void)n;
+    if (!g || !params) return INVALID_VALUE;
+    *node = malloc(HANDLE_BYTES);
+    kernel_nodes++;
+    node_attr_count = 0;  /* the attributes read back are the latest node's */
+    return *node ? SUCCESS : OUT_OF_MEMORY;
+}
+CUresult cuGraphDestroyNode(void *node) { (void)node; destroyed_nodes++; return SUCCESS; }
+CUresult cuGraphKernelNodeSetAttribute(void *node, int id, const void *value) {
+    if (!node || !value || node_attr_count == NODE_ATTRS) return INVALID_VALUE;
+    node_attr_ids[node_attr_count] = id;
+    memcpy(node_attr_values[node_attr_count++], value, NODE_ATTR_VALUE_BYTES);
+    return SUCCESS;
+}
+int fakelaunch_kernel_nodes(void) { return kernel_nodes; }
+int fakelaunch_node_attr_count(void) { return node_attr_count; }
+int fakelaunch_node_attr_id(int i) { return node_attr_ids[i]; }
+const void *fakelaunch_node_attr_value(int i) { return node_attr_values[i]; }
+
 unsigned long long fakelaunch_count(void) { return launches; }
 const void *fakelaunch_last_config(void) { return last_config; }
 

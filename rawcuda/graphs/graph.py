@@ -66,7 +66,7 @@ from rawcuda.ffi.constants import GraphInstantiateFlag, GraphNodeType
 from rawcuda.ffi.types import CUgraphEdgeData, CUgraphNode
 
 from .graphexec import GraphExec
-from .kernelnode import KernelNode, Node, kernel_node_params
+from .kernelnode import KernelNode, Node, kernel_node_params, node_attributes, set_node_attributes
 
 if TYPE_CHECKING:
     from rawcuda.core.stream import Stream
@@ -220,17 +220,14 @@ class Graph(Resource):
         """A kernel node: ``fn<<<grid, block, shared_mem>>>(*args)`` after every node in ``depends_on``.
 
         Arguments are checked against the kernel's signature exactly as in ``fn.launch`` (before the driver
-        sees them) and kept alive with the graph.
+        sees them) and kept alive with the graph. A Function with options (``fn.options(cluster=...,
+        cooperative=True)``) gives the node those launch attributes, checked as a launch checks them; a
+        dependent launch (``programmatic=True``) is an edge of an explicit graph, not a node's: capture it.
         """
         handle = self._ready()
         if not isinstance(fn, Function):
             raise TypeError(f"add_kernel's first argument is a rawcuda Function, not {type(fn).__name__} {fn!r}")
         fn.check_open()
-        if fn.launch_options.any:  # a kernel node's params carry no launch attributes: they would be dropped
-            raise ValueError(
-                f"{fn.name!r} has launch options {fn.launch_options}: add_kernel cannot pass them to a kernel node "
-                "yet; capture the launch instead (with capture(stream): fn.launch(...)), which records them"
-            )
         if fn.context.raw_handle != self.context.raw_handle:
             raise ValueError(f"{fn!r} belongs to {fn.context!r}, the graph to {self.context!r}: use one context")
         config = fn.configure(grid, block, shared_mem)  # the checks of a launch: dimensions, shared memory
@@ -239,7 +236,10 @@ class Graph(Resource):
         params = kernel_node_params(fn, config, packed)
         node = c_void_p()
         self.context.activate()
+        attrs = node_attributes(fn, config)  # checked before the node exists: a refusal leaves the graph as it was
         cu.cuGraphAddKernelNode(byref(node), handle, deps, len(deps), byref(params))
+        if attrs is not None:
+            set_node_attributes(node.value or 0, attrs)
         kernel = KernelNode(self, node.value or 0, fn.handle, config, fn)
         kernel.args, kernel.packed = args, packed  # the node holds what its launch uses (and the graph the node)
         self._nodes[kernel.handle] = kernel

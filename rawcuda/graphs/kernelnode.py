@@ -30,11 +30,12 @@ from rawcuda.checked.errors import ClosedError
 from rawcuda.core.context import Context
 from rawcuda.core.function import Function
 from rawcuda.core.kernelargs import Packed
+from rawcuda.core.launchattrs import attributes_for
 from rawcuda.core.launchconfig import LaunchConfig
 from rawcuda.core.module import Module
 from rawcuda.core.paramspec import ParamSpec
-from rawcuda.ffi.constants import GraphNodeType
-from rawcuda.ffi.types import CUDA_KERNEL_NODE_PARAMS, VOIDPP
+from rawcuda.ffi.constants import GraphNodeType, LaunchAttributeID
+from rawcuda.ffi.types import CUDA_KERNEL_NODE_PARAMS, VOIDPP, CUlaunchAttributeValue
 
 if TYPE_CHECKING:
     from .graph import Graph
@@ -145,6 +146,15 @@ class KernelNode(Node):
         self.function.check_open()
         return self.function
 
+    def launch_attribute(self, which: LaunchAttributeID) -> CUlaunchAttributeValue:
+        """The value the node carries for launch attribute ``which`` (``cuGraphKernelNodeGetAttribute``): for
+        ``CLUSTER_DIMENSION`` read ``.clusterDim.x``, for ``COOPERATIVE`` ``.cooperative``. A node made without it
+        reads as zeros; a captured launch's node carries what the launch passed."""
+        value = CUlaunchAttributeValue()
+        self.graph.context.activate()
+        cu.cuGraphKernelNodeGetAttribute(self.handle, LaunchAttributeID(which), byref(value))
+        return value
+
     def raw_args(self) -> tuple[Any, ...]:
         """The argument values stored in the node, decoded by the kernel's signature (a buffer is its address)."""
         fn = self.require_function()
@@ -181,6 +191,41 @@ def kernel_node_params(fn: Function, config: LaunchConfig, packed: Packed) -> CU
     return CUDA_KERNEL_NODE_PARAMS(fn.handle, *config, ctypes.cast(packed.array, VOIDPP), None, None, None)
 
 
+def node_attributes(fn: Function, config: LaunchConfig) -> Any:
+    """The launch attributes of ``fn.launch_options`` (clusters, a cooperative grid) for a kernel node, checked
+    against ``config`` and the GPU exactly as a launch checks them; None for a Function without options.
+
+    A dependent launch is refused: in an explicit graph it is an edge, not an attribute of the node.
+    The graph's context is current.
+    """
+    options = fn.launch_options
+    if not options.any:
+        return None
+    if options.programmatic:
+        raise ValueError(
+            f"{fn.name!r} has programmatic=True: in an explicit graph a dependent launch is a kind of edge "
+            "(CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC), not an attribute of the kernel node, and add_kernel makes "
+            "plain edges; capture the launches instead (with capture(stream): fn.launch(...)): the capture turns "
+            "each dependent launch into such an edge"
+        )
+    return attributes_for(fn, config, None)
+
+
+def set_node_attributes(node: int, attrs: Any) -> None:
+    """Give kernel node ``node`` the attributes :func:`node_attributes` made, one call each.
+
+    Why one by one: CUDA_KERNEL_NODE_PARAMS has no room for attributes, so a node takes each as a
+    CUlaunchAttributeValue, the value a launch's CUlaunchAttribute carries. If the driver refuses one, the node
+    is destroyed: a node without its attributes would run another launch than the one asked for.
+    """
+    try:
+        for row in attrs:
+            cu.cuGraphKernelNodeSetAttribute(node, row.id, byref(row.value))
+    except BaseException:
+        cu.cuGraphDestroyNode(node)
+        raise
+
+
 def find_function(context: Context, handle: int) -> Function | None:
     """The rawcuda Function with driver handle ``handle`` among the open modules of ``context``, or None."""
     if not handle:
@@ -202,4 +247,12 @@ def decode_arg(raw: bytes, spec: ParamSpec) -> Any:
     return raw
 
 
-__all__ = ["KernelNode", "Node", "decode_arg", "find_function", "kernel_node_params"]
+__all__ = [
+    "KernelNode",
+    "Node",
+    "decode_arg",
+    "find_function",
+    "kernel_node_params",
+    "node_attributes",
+    "set_node_attributes",
+]

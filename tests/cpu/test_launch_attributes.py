@@ -201,3 +201,74 @@ def test_launches_with_options_pass_their_attributes_and_plain_launches_none(tmp
     assert out["bool_cluster"].startswith("TypeError: cluster takes blocks per cluster")
     assert "largest cluster this kernel can launch with is 16 blocks" in out["seventeen"]
     assert out["positional"].startswith("TypeError")  # options are keywords: a tuple cannot land in cluster by position
+
+
+# --- explicit graph kernel nodes over the fake driver ---------------------------------------------------------------
+GRAPH_SCRIPT = r"""
+import ctypes, json, sys
+import rawcuda
+from rawcuda import DeviceBuffer, Module
+from rawcuda.graphs.graph import Graph
+
+fake = ctypes.CDLL(sys.argv[1])
+fake.fakelaunch_node_attr_value.restype = ctypes.c_void_p
+
+def node_attrs():
+    rows = []
+    for i in range(fake.fakelaunch_node_attr_count()):
+        value = (ctypes.c_uint * 3).from_address(fake.fakelaunch_node_attr_value(i))
+        rows.append([fake.fakelaunch_node_attr_id(i), list(value)])
+    return rows
+
+def refused(call):
+    before = fake.fakelaunch_kernel_nodes()
+    try:
+        call()
+    except (ValueError, TypeError) as exc:
+        return [f"{type(exc).__name__}: {exc}", fake.fakelaunch_kernel_nodes() - before]
+    return None
+
+fn = Module(rawcuda.kernels.ptx_path("vector_add")).function("vector_add")
+dep = Module(rawcuda.kernels.ptx_path("dependent_launch")).function("add_one")
+a = DeviceBuffer.zeros(1024)
+g = Graph()
+out = {}
+g.add_kernel(fn, 8, 256, a, a, a, 0)
+out["plain"] = node_attrs()
+g.add_kernel(fn.options(cluster=(2, 1, 1)), 8, 256, a, a, a, 0)
+out["cluster"] = node_attrs()
+g.add_kernel(fn.options(cluster=16), 32, 128, a, a, a, 0)
+out["sixteen"] = node_attrs()
+g.add_kernel(fn.options(cooperative=True), 1056, 256, a, a, a, 0)
+out["cooperative"] = node_attrs()
+out["odd_grid"] = refused(lambda: g.add_kernel(fn.options(cluster=2), 9, 256, a, a, a, 0))
+out["not_resident"] = refused(lambda: g.add_kernel(fn.options(cooperative=True), 1057, 256, a, a, a, 0))
+out["programmatic"] = refused(lambda: g.add_kernel(dep.options(programmatic=True), 8, 256, a, a, 0))
+grid_sum = Module(rawcuda.kernels.ptx_path("grid_reduce")).function("grid_sum")
+out["grid_sync_plain"] = refused(lambda: g.add_kernel(grid_sum, 4, 256, a, a, a, 1024, shared_mem=32))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
+def test_graph_kernel_nodes_take_the_options_a_launch_takes_checked_alike(tmp_path: Path) -> None:
+    library = tmp_path / "libfakelaunch.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(FAKE_SOURCE)], check=True)
+    env = {**os.environ, "RAWCUDA_LIBCUDA": str(library), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", GRAPH_SCRIPT, str(library)], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    out = json.loads(run.stdout.strip().splitlines()[-1])
+    cluster, cooperative = LaunchAttributeID.CLUSTER_DIMENSION, LaunchAttributeID.COOPERATIVE
+    assert out["plain"] == []  # no options: the node is exactly what it was
+    assert out["cluster"] == [[cluster, [2, 1, 1]]]
+    assert out["sixteen"] == [[cluster, [16, 1, 1]]]  # past the portable 8, opted in as a launch is
+    assert out["cooperative"] == [[cooperative, [1, 0, 0]]]
+    # Each refusal is the launch's own message, and no node was added for it.
+    assert "grid dimension x = 9 is not a multiple of the cluster's 2" in out["odd_grid"][0] and out["odd_grid"][1] == 0
+    assert "all 1057 blocks resident at once" in out["not_resident"][0] and out["not_resident"][1] == 0
+    assert "CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC" in out["programmatic"][0] and out["programmatic"][1] == 0
+    assert "capture the launches instead" in out["programmatic"][0]
+    # A kernel that syncs its grid is refused as a node too: replayed without the attribute, it would trap.
+    assert "synchronizes its whole grid" in out["grid_sync_plain"][0] and out["grid_sync_plain"][1] == 0

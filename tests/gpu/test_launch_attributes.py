@@ -14,6 +14,7 @@ import pytest
 import rawcuda
 from rawcuda import DeviceBuffer, Module, Stream
 from rawcuda.core.context import default_context
+from rawcuda.ffi.constants import LaunchAttributeID
 
 pytestmark = pytest.mark.gpu
 
@@ -199,3 +200,65 @@ def test_a_captured_programmatic_chain_lists_its_nodes_and_replays_exactly() -> 
     exe = graph.instantiate()
     exe.launch(stream)
     np.testing.assert_array_equal(ping.to_array(stream), host + links)
+
+
+def test_explicit_graph_nodes_run_clusters_and_cooperative_grids_as_launches_do() -> None:
+    # Before: add_kernel refused any Function with options (a node's params carry no attributes).
+    from rawcuda.graphs.graph import Graph
+
+    mod = module("cluster_reduce")
+    cluster = 8
+    clustered, finish = mod.function("cluster_sum").options(cluster=cluster), mod.function("warp_reduce_sum")
+    cooperative = module("grid_reduce").function("grid_sum").options(cooperative=True)
+    n = (1 << 22) + 5
+    host = small_integers(n, seed=29)
+    expected = host.astype(np.int64).sum()
+    data = DeviceBuffer.from_array(host)
+    grid = 2 * default_context().device.multiprocessor_count // cluster * cluster
+    partials, total, coop_partials, coop_total = (DeviceBuffer.empty(k) for k in (grid // cluster, 1, grid, 1))
+    ranks = mod.function("cluster_ranks").options(cluster=4)
+    rank, size = DeviceBuffer.empty(16, np.uint32), DeviceBuffer.empty(16, np.uint32)
+    graph = Graph()
+    first = graph.add_kernel(clustered, grid, BLOCK, partials, data, n, shared_mem=SHARED)
+    graph.add_kernel(finish, 1, BLOCK, total, partials, grid // cluster, shared_mem=SHARED, depends_on=[first])
+    coop_node = graph.add_kernel(cooperative, grid, BLOCK, coop_total, coop_partials, data, n, shared_mem=SHARED)
+    graph.add_kernel(ranks, 16, WARP, rank, size)
+    dims = first.launch_attribute(LaunchAttributeID.CLUSTER_DIMENSION).clusterDim
+    assert (dims.x, dims.y, dims.z) == (cluster, 1, 1)
+    assert coop_node.launch_attribute(LaunchAttributeID.COOPERATIVE).cooperative == 1
+    exe = graph.instantiate()
+    for replay in range(3):  # each replay from poisoned outputs
+        for buf in (total, coop_total):
+            buf.fill(np.float32(np.nan))
+        for buf in (rank, size):
+            buf.fill(np.uint32(POISON))
+        exe.launch()
+        default_context().synchronize()
+        assert total.to_array()[0] == expected, f"replay {replay}: the cluster sum"
+        assert coop_total.to_array()[0] == expected, f"replay {replay}: the cooperative sum"
+        np.testing.assert_array_equal(rank.to_array(), np.tile(np.arange(4, dtype=np.uint32), 4))
+        np.testing.assert_array_equal(size.to_array(), np.full(16, 4, np.uint32))
+    with pytest.raises(ValueError, match="CU_GRAPH_DEPENDENCY_TYPE_PROGRAMMATIC"):
+        graph.add_kernel(
+            module("dependent_launch").function("add_one").options(programmatic=True), 1, BLOCK, data, data, 1
+        )
+    assert len(graph.kernel_nodes()) == 4  # the refused node was never added
+
+
+def test_a_captured_cluster_launch_makes_a_node_that_carries_its_cluster() -> None:
+    from rawcuda.graphs.streamcapture import capture
+
+    ranks = module("cluster_reduce").function("cluster_ranks").options(cluster=(2, 2))
+    rank, size = DeviceBuffer.empty(24, np.uint32), DeviceBuffer.empty(24, np.uint32)
+    stream = Stream()
+    with capture(stream) as graph:
+        ranks.launch((4, 6, 1), WARP, rank, size, stream=stream)
+    [node] = graph.kernel_nodes()
+    dims = node.launch_attribute(LaunchAttributeID.CLUSTER_DIMENSION).clusterDim
+    assert (dims.x, dims.y, dims.z) == (2, 2, 1)
+    rank.fill(np.uint32(POISON))
+    size.fill(np.uint32(POISON))
+    graph.instantiate().launch(stream)
+    x, y = np.meshgrid(np.arange(4), np.arange(6))
+    np.testing.assert_array_equal(rank.to_array(stream), ((x % 2) + 2 * (y % 2)).ravel())
+    np.testing.assert_array_equal(size.to_array(stream), np.full(24, 4))

@@ -17,6 +17,7 @@ from ..types import (
     CUgraphExec,
     CUgraphExecUpdateResultInfo,
     CUgraphNode,
+    CUlaunchAttributeValue,
     CUstream,
     P,
     cuuint64_t,
@@ -119,6 +120,24 @@ ENTRIES = [
         "cuGraphKernelNodeSetParams_v2",
         CUgraphNode,
         POINTER(CUDA_KERNEL_NODE_PARAMS),
+    ),
+    decl("CUresult cuGraphDestroyNode(CUgraphNode hNode)", "cuGraphDestroyNode", CUgraphNode),
+    # A kernel node's launch attributes (clusters, cooperative): the node params have no room for them.
+    decl(
+        "CUresult cuGraphKernelNodeSetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, "
+        "const CUkernelNodeAttrValue *value)",
+        "cuGraphKernelNodeSetAttribute",
+        CUgraphNode,
+        enum,
+        POINTER(CUlaunchAttributeValue),
+    ),
+    decl(
+        "CUresult cuGraphKernelNodeGetAttribute(CUgraphNode hNode, CUkernelNodeAttrID attr, "
+        "CUkernelNodeAttrValue *value_out)",
+        "cuGraphKernelNodeGetAttribute",
+        CUgraphNode,
+        enum,
+        POINTER(CUlaunchAttributeValue),
     ),
     decl(
         "CUresult cuGraphDebugDotPrint(CUgraph hGraph, const char *path, unsigned int flags)",
