@@ -150,7 +150,7 @@ finds one line in the whole crate:
   HEAD:crates/cust/src/graph_dotfile.rs:18://     writeln!(dot, "  subgraph cluster_1 {{");
 -- a Graphviz subgraph in commented-out code, not a thread-block cluster. A search for
 "tensormap\\|griddep\\|cuLaunchCooperative" finds nothing. So cust has no API for clusters, cooperative
-launches or PDL, nor for the Tensor Memory Accelerator's tensor maps (TMA).
+launches or PDL, nor for the hardware tile copies of tutorial 16.
 
 What a launch is in cust: the launch! macro (crates/cust/src/function.rs:586) expands to the hidden
 unsafe fn Stream::launch (crates/cust/src/stream.rs:259), which calls driver_sys::cuLaunchKernel

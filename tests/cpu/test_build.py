@@ -65,7 +65,11 @@ CONTRACT = {
     "spin": {"spin": ["u64"], "spin_timed": ["u64", "u64"]},
     "transcendentals": TRANSCENDENTALS,
     "transcendentals_fast": TRANSCENDENTALS,  # the same source, built with --use_fast_math
-    "tma_copy": {"tma_tile_copy": ["b8", "u64", "u64", "u64"]},
+    "tma_copy": {
+        "tma_tile_copy": ["b8", "u64", "u64", "u64"],
+        "tma_tile_copy_both": ["b8", "b8"],
+        "tile_copy_plain": ["u64", "u64", "u64", "u64"],
+    },
     "transpose": {
         name: ["u64", "u64", "u64", "u64"] for name in ("transpose_naive", "transpose_unpadded", "transpose_padded")
     },

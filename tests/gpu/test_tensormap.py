@@ -19,6 +19,7 @@ pytestmark = pytest.mark.gpu
 
 TILE = 32  # TILE_ROWS = TILE_COLS in kernels/tma_copy.cu
 THREADS = 256
+WARP = 32  # BOTH_THREADS in kernels/tma_copy.cu
 
 
 @pytest.fixture(scope="module")
@@ -38,6 +39,43 @@ def test_every_tile_arrives_through_the_tensor_map(tile_copy: rawcuda.Function, 
     grid = (-(-cols // TILE), -(-rows // TILE))
     tile_copy.launch(grid, THREADS, tmap.descriptor, out, rows, cols)
     np.testing.assert_array_equal(out.to_array(), host)
+
+
+@pytest.fixture(scope="module")
+def copies(tile_copy: rawcuda.Function) -> Module:
+    return tile_copy.module
+
+
+@pytest.mark.parametrize(("rows", "cols"), [(256, 256), (1000, 200), (33, 36)])
+def test_a_tile_copied_in_and_out_through_the_tma_lands_whole_and_nothing_outside(
+    copies: Module, rows: int, cols: int
+) -> None:
+    host = np.random.default_rng(rows + cols).standard_normal((rows, cols)).astype(np.float32)
+    src, out = DeviceBuffer.from_array(host), DeviceBuffer.empty((rows, cols))
+    out.fill(np.float32(np.nan))
+    grid = (-(-cols // TILE), -(-rows // TILE))
+    both = copies.function("tma_tile_copy_both")
+    both.launch(grid, WARP, TensorMap(src, box=(TILE, TILE)).descriptor, TensorMap(out, box=(TILE, TILE)).descriptor)
+    np.testing.assert_array_equal(out.to_array(), host)
+    # The plain copy it is measured against (tutorials/15b_tma.py), checked the same way.
+    out.fill(np.float32(np.nan))
+    copies.function("tile_copy_plain").launch(grid, THREADS, src, out, rows, cols)
+    np.testing.assert_array_equal(out.to_array(), host)
+
+
+def test_a_store_through_the_tma_writes_no_byte_past_its_tensor(copies: Module) -> None:
+    # The output's tensor map covers the first `rows` rows of a taller buffer: the rows below must stay poisoned.
+    rows, cols, spare = 40, 36, 8
+    host = np.random.default_rng(3).standard_normal((rows, cols)).astype(np.float32)
+    src, out = DeviceBuffer.from_array(host), DeviceBuffer.empty((rows + spare, cols))
+    out.fill(np.float32(np.nan))
+    view = out[:rows]  # the first rows: a view, so the map's tensor ends where the spare rows begin
+    grid = (-(-cols // TILE), -(-rows // TILE))
+    both = copies.function("tma_tile_copy_both")
+    both.launch(grid, WARP, TensorMap(src, box=(TILE, TILE)).descriptor, TensorMap(view, box=(TILE, TILE)).descriptor)
+    got = out.to_array()
+    np.testing.assert_array_equal(got[:rows], host)
+    assert np.isnan(got[rows:]).all()
 
 
 def test_rows_the_tma_cannot_stride_are_refused_before_the_driver(tile_copy: rawcuda.Function) -> None:
