@@ -38,6 +38,32 @@ constexpr unsigned TILE_BYTES = TILE_ROWS * TILE_COLS * sizeof(float);
 constexpr unsigned TMA_ALIGN = 128;  // the shared-memory destination of a tensor copy
 constexpr unsigned BOTH_THREADS = 32;  // tma_tile_copy_both: one thread issues both copies; one warp is the least
 
+// One thread asks the TMA for the tile at (x0, y0) of `map` into `tile_at`, counted on the mbarrier at `bar_at`
+// (initialised here for one arrival: this thread's, which also says how many bytes to expect).
+__device__ __forceinline__ void tma_load_tile(const CUtensorMap *map, unsigned tile_at, unsigned bar_at, int x0, int y0)
+{
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_at) : "memory");
+    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_at), "r"(TILE_BYTES) : "memory");
+    asm volatile(
+        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+        ::"r"(tile_at), "l"(reinterpret_cast<unsigned long long>(map)), "r"(x0), "r"(y0), "r"(bar_at)
+        : "memory");
+}
+
+// Wait until phase 0 of the mbarrier at `bar_at` completes: every expected byte has landed.
+__device__ __forceinline__ void wait_for_tile(unsigned bar_at)
+{
+    unsigned done = 0;
+    while (!done) {
+        asm volatile(
+            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
+            : "=r"(done)
+            : "r"(bar_at)
+            : "memory");
+    }
+}
+
 // -- begin tma_tile_copy
 extern "C" __global__ void tma_tile_copy(const __grid_constant__ CUtensorMap src, float *out, size_t rows, size_t cols)
 {
@@ -49,25 +75,10 @@ extern "C" __global__ void tma_tile_copy(const __grid_constant__ CUtensorMap src
     const int y0 = blockIdx.y * TILE_ROWS;
 
     if (threadIdx.x == 0) {
-        asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_at) : "memory");
-        asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
+        tma_load_tile(&src, tile_at, bar_at, x0, y0);
     }
-    __syncthreads();
-    if (threadIdx.x == 0) {
-        asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_at), "r"(TILE_BYTES) : "memory");
-        asm volatile(
-            "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-            ::"r"(tile_at), "l"(reinterpret_cast<unsigned long long>(&src)), "r"(x0), "r"(y0), "r"(bar_at)
-            : "memory");
-    }
-    unsigned done = 0;
-    while (!done) {  // phase 0 completes when every expected byte has landed
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(bar_at)
-            : "memory");
-    }
+    __syncthreads();  // the barrier is initialised before any thread waits on it
+    wait_for_tile(bar_at);
     for (unsigned i = threadIdx.x; i < TILE_ROWS * TILE_COLS; i += blockDim.x) {
         const size_t r = y0 + i / TILE_COLS, c = x0 + i % TILE_COLS;
         if (r < rows && c < cols) {
@@ -90,21 +101,8 @@ extern "C" __global__ void __launch_bounds__(BOTH_THREADS) tma_tile_copy_both(co
     const int x0 = blockIdx.x * TILE_COLS;
     const int y0 = blockIdx.y * TILE_ROWS;
 
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;" ::"r"(bar_at) : "memory");
-    asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;" ::"r"(bar_at), "r"(TILE_BYTES) : "memory");
-    asm volatile(
-        "cp.async.bulk.tensor.2d.shared::cluster.global.tile.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
-        ::"r"(tile_at), "l"(reinterpret_cast<unsigned long long>(&src)), "r"(x0), "r"(y0), "r"(bar_at)
-        : "memory");
-    unsigned done = 0;
-    while (!done) {
-        asm volatile(
-            "{ .reg .pred p; mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0; selp.u32 %0, 1, 0, p; }"
-            : "=r"(done)
-            : "r"(bar_at)
-            : "memory");
-    }
+    tma_load_tile(&src, tile_at, bar_at, x0, y0);
+    wait_for_tile(bar_at);
     asm volatile("fence.proxy.async.shared::cta;" ::: "memory");
     asm volatile(
         "cp.async.bulk.tensor.2d.global.shared::cta.tile.bulk_group [%0, {%1, %2}], [%3];"
