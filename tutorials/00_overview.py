@@ -36,6 +36,7 @@ ROADMAP = """\
 
 
 def main(t: Tutorial) -> None:
+    t.words("seed article", "cust")
     t.step("the kernel, compiled to PTX by build.py (kernels/vector_add.cu), loaded into the GPU's context")
     kernel = Module(rawcuda.kernels.ptx_path("vector_add")).function("vector_add")
     t.term("kernel")

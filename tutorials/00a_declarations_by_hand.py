@@ -128,6 +128,7 @@ def bind(lib: Any, row: tuple[str, str, Any, tuple[Any, ...]], errcheck: Any) ->
 
 
 def main(t: Tutorial) -> None:
+    t.words("cust", "cust_raw")
     t.step(f"dlopen the driver by its soname: ctypes.CDLL({SONAME!r})")
     t.term("soname")
     requested = library_name()  # SONAME, unless $RAWCUDA_LIBCUDA names another file (the CPU tests' fake)

@@ -153,7 +153,7 @@ def declare(lib: Any) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("CUresult", "errcheck")
+    t.words("cust", "CUresult", "errcheck")
     t.step("open libcuda, declare what this file calls, and make every failing call raise")
     requested = library_name()  # SONAME, unless $RAWCUDA_LIBCUDA names another file (the CPU tests' fake)
     try:

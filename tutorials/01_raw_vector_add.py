@@ -51,6 +51,7 @@ extern "C" __global__ void vector_add(float *c, const float *a, const float *b, 
 
 def main(t: Tutorial) -> None:
     t.words(
+        "cust",
         "kernel",
         "grid",
         "grid-stride loop",

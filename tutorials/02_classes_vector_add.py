@@ -85,6 +85,7 @@ def repeat_it(t: Tutorial, kernel: Function, grid: int, args: tuple[Any, ...], s
 
 def main(t: Tutorial) -> None:
     t.words(
+        "cust",
         "kernel",
         "grid",
         "grid-stride loop",

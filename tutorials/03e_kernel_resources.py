@@ -167,6 +167,8 @@ def by_hand(t: Tutorial, ctx: rawcuda.Context, step: ReduceStep) -> None:
 
 def main(t: Tutorial) -> None:
     t.words(
+        "cust",
+        "cust_raw",
         "kernel",
         "grid",
         "block",

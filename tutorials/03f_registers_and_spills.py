@@ -60,7 +60,7 @@ def without_launch_bounds(ptx: bytes, entry: str) -> bytes:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "grid", "block", "warp", "register", "SM", "PTX", "JIT", "launch bounds", "context")
+    t.words("cust", "kernel", "grid", "block", "warp", "register", "SM", "PTX", "JIT", "launch bounds", "context")
     t.step(f"the kernel: {KERNEL}, an 8 x 8 tile of C per thread")
     spec = sgemm.KERNELS[KERNEL]
     ctx = rawcuda.default_context()  # the first driver call: without a GPU the tutorial stops here, status 77

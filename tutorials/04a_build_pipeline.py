@@ -67,7 +67,7 @@ def expect_success(t: Tutorial, code: int, call: str) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "register", "CUresult", "PTX", "JIT", "name mangling", "nvcc")
+    t.words("cust", "cust_raw", "kernel", "register", "CUresult", "PTX", "JIT", "name mangling", "nvcc")
     t.step("which nvcc? ($NVCC_PATH, then PATH, then $CUDA_HOME/bin, then /usr/local/cuda/bin)")
     try:
         compiler = kernelbuild.probe()

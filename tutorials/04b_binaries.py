@@ -130,7 +130,7 @@ def cached_files(cache: Path) -> int:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "compute capability", "PTX", "JIT", "nvcc")
+    t.words("cust", "kernel", "compute capability", "PTX", "JIT", "nvcc")
     t.step("nvcc, and which machine code this GPU runs")
     device = rawcuda.Device(0)  # the first driver call: without a GPU the tutorial stops here, status 77
     try:

@@ -57,7 +57,7 @@ def declare(libcuda: ctypes.CDLL, symbol: str, *argtypes: Any) -> Any:
 
 
 def main(t: Tutorial) -> None:
-    t.words("context", "primary context", "CUresult", "PTX", "errcheck")
+    t.words("cust", "context", "primary context", "CUresult", "PTX", "errcheck")
     t.step("the GPU and its primary context (rawcuda opens libcuda and calls cuInit here)")
     ctx = rawcuda.default_context()
     ctx.activate()

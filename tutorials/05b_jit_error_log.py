@@ -115,7 +115,7 @@ def jit_option_takers() -> tuple[list[str], str]:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "compute capability", "context", "primary context", "CUresult", "PTX", "JIT", "ptxas")
+    t.words("cust", "kernel", "compute capability", "context", "primary context", "CUresult", "PTX", "JIT", "ptxas")
     t.step("the GPU and its primary context")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

@@ -60,7 +60,7 @@ def grid_for(n: int) -> int:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "grid", "block", "CUresult", "stream", "PTX", "name mangling", "nvcc")
+    t.words("cust", "kernel", "grid", "block", "CUresult", "stream", "PTX", "name mangling", "nvcc")
     t.step("the GPU, and a module whose kernel has its C++ (mangled) name")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

@@ -57,7 +57,7 @@ def grid_for(n: int) -> int:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "grid", "block", "context", "CUresult", "stream", "PTX")
+    t.words("cust", "kernel", "grid", "block", "context", "CUresult", "stream", "PTX")
     t.step("the GPU, three kernels, and their signatures read from the PTX")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

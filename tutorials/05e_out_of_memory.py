@@ -47,7 +47,7 @@ def declare(libcuda: ctypes.CDLL, symbol: str, *argtypes: Any) -> Any:
 
 
 def main(t: Tutorial) -> None:
-    t.words("context", "primary context", "CUresult")
+    t.words("cust", "context", "primary context", "CUresult")
     t.step("the GPU and its primary context")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

@@ -133,7 +133,7 @@ def child_env() -> dict[str, str]:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "context", "stream", "PTX")
+    t.words("cust", "kernel", "context", "stream", "PTX")
     t.step("the GPU, and data for a check that this process stays healthy")
     ctx = rawcuda.default_context()
     rng = np.random.default_rng()

@@ -59,7 +59,7 @@ def gb_per_s(nbytes: int, ms: float) -> float:
 
 
 def main(t: Tutorial) -> None:
-    t.words("grid", "block", "CUresult", "stream", "legacy default stream")
+    t.words("cust", "grid", "block", "CUresult", "stream", "legacy default stream")
     t.step("a GPU, a stream, and two vectors of small integers (so that every saxpy result is exact)")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

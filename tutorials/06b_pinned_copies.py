@@ -57,7 +57,7 @@ def gb_per_s(nbytes: int, ms: float) -> float:
 
 
 def main(t: Tutorial) -> None:
-    t.words("pageable memory", "CUresult", "stream", "event")
+    t.words("cust", "pageable memory", "CUresult", "stream", "event")
     t.step(f"a GPU, a stream, {COPY_BYTES // MIB} MiB of random floats on the host, and room for them on the device")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

@@ -101,7 +101,7 @@ def busy_ms(intervals: list[Interval]) -> float:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "SM", "pageable memory", "pinned memory", "copy engine", "CUresult", "stream", "event")
+    t.words("cust", "kernel", "SM", "pageable memory", "pinned memory", "copy engine", "CUresult", "stream", "event")
     t.step("a GPU with copy engines beside its SMs, and two streams")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

@@ -58,7 +58,14 @@ def declare(libcuda: ctypes.CDLL, symbol: str, *argtypes: Any) -> Any:
 
 def main(t: Tutorial) -> None:
     t.words(
-        "kernel", "context", "current context", "CUresult", "stream", "legacy default stream", "non-blocking stream"
+        "cust",
+        "kernel",
+        "context",
+        "current context",
+        "CUresult",
+        "stream",
+        "legacy default stream",
+        "non-blocking stream",
     )
     t.step("a GPU, and the data: out = a + b, written last after milliseconds of other work")
     ctx = rawcuda.default_context()

@@ -67,7 +67,9 @@ def median_us(action: Any, reps: int) -> float:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "block", "context", "current context", "CUresult", "stream", "event", "non-blocking stream")
+    t.words(
+        "cust", "kernel", "block", "context", "current context", "CUresult", "stream", "event", "non-blocking stream"
+    )
     t.step("a GPU, a NON_BLOCKING stream, and out = a + b written last after milliseconds of other work")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one

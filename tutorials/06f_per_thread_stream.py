@@ -79,7 +79,17 @@ def two_threads(fn: Function, handles: tuple[object, object], times: DeviceBuffe
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "stream", "legacy default stream", "context", "name mangling", "non-blocking stream", "nvcc")
+    t.words(
+        "cust",
+        "cust_raw",
+        "kernel",
+        "stream",
+        "legacy default stream",
+        "context",
+        "name mangling",
+        "non-blocking stream",
+        "nvcc",
+    )
     t.step("the two implicit streams, in cuda.h: CU_STREAM_LEGACY (0x1) and CU_STREAM_PER_THREAD (0x2)")
     t.term("per-thread default stream")
     t.say(

@@ -64,7 +64,7 @@ def picture(stack: list[tuple[str, int, int]], current: int) -> str:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "block", "context", "primary context", "CUresult")
+    t.words("cust", "kernel", "block", "context", "primary context", "CUresult")
     t.step("raw: open libcuda with ctypes and declare, by hand, the functions this tutorial calls")
     # rawcuda's loader finds the file (and turns "no driver here" into a clean skip); by hand this line is
     # ctypes.CDLL("libcuda.so.1"). Every declaration names the *exported* symbol: cuda.h #defines many plain

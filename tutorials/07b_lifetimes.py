@@ -65,7 +65,9 @@ def expect_success(t: Tutorial, code: int, call: str) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "pinned memory", "context", "primary context", "CUresult", "sticky error", "stream", "event")
+    t.words(
+        "cust", "kernel", "pinned memory", "context", "primary context", "CUresult", "sticky error", "stream", "event"
+    )
     t.step("raw: open libcuda with ctypes and declare, by hand, what this part calls")
     t.say(f"libcuda: {cu.library().path}")
     # rawcuda's loader finds the file (and turns "no driver here" into a clean skip); by hand this line is

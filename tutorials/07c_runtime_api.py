@@ -107,7 +107,7 @@ def in_a_new_thread(work: Any) -> Any:
 
 
 def main(t: Tutorial) -> None:
-    t.words("context", "primary context", "current context", "CUresult", "kernel", "grid", "block", "fatbin")
+    t.words("cust", "context", "primary context", "current context", "CUresult", "kernel", "grid", "block", "fatbin")
     t.step("load libcudart, the Runtime API, and declare what this tutorial calls")
     primary = rawcuda.default_context()  # the first driver call: without a GPU the tutorial stops here
     path = find_runtime()

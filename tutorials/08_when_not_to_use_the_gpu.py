@@ -271,6 +271,7 @@ def size_text(n: int) -> str:
 
 def main(t: Tutorial) -> None:
     t.words(
+        "cust",
         "kernel",
         "grid",
         "SM",

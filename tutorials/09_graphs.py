@@ -255,7 +255,7 @@ def raw_kernel_node(t: Tutorial, rng: np.random.Generator) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "grid", "block", "stream")
+    t.words("cust", "cust_raw", "kernel", "grid", "block", "stream")
     rng = np.random.default_rng()
     raw_kernel_node(t, rng)
     dev = Device(0)

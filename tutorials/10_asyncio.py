@@ -138,7 +138,7 @@ async def with_ticker(work: Callable[[], Awaitable[None]]) -> tuple[float, float
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "stream", "event")
+    t.words("cust", "kernel", "stream", "event")
     t.step("raw ctypes first: the callback type by hand, and the callback-lifetime trap")
     alive, freed = freed_when_unreferenced()
     t.say(

@@ -285,7 +285,7 @@ def the_cust_way(t: Tutorial) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "grid", "unified memory", "context", "stream")
+    t.words("cust", "cust_raw", "kernel", "grid", "unified memory", "context", "stream")
     d = by_hand(t)
     with_rawcuda(t, d)
     the_cust_way(t)

@@ -143,7 +143,7 @@ def run_by_hand_ptx(t: Tutorial, ptx: bytes) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "PTX", "NVRTC", "name mangling")
+    t.words("cust", "cust_raw", "kernel", "PTX", "NVRTC", "name mangling")
     dev = Device(0)  # first: without a GPU the tutorial stops here with "skipped"
 
     t.step("find NVRTC, the runtime compiler library")

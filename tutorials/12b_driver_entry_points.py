@@ -39,7 +39,7 @@ def expect_success(t: Tutorial, code: int, call: str) -> None:
 
 
 def main(t: Tutorial) -> None:
-    t.words("CUresult", "name mangling")
+    t.words("cust", "cust_raw", "CUresult", "name mangling")
     t.step("raw: dlsym by hand -- libcuda exports both cuMemAlloc and cuMemAlloc_v2")
     # rawcuda's loader finds the file (and turns "no driver here" into a clean skip); by hand this line is
     # ctypes.CDLL("libcuda.so.1").

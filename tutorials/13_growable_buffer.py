@@ -120,7 +120,7 @@ def free_mib() -> float:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel")
+    t.words("cust", "cust_raw", "kernel")
     t.step("raw ctypes first: CUmemAllocationProp written out as nested ctypes Structures")
     t.term("VMM")  # the struct describes the physical memory cuMemCreate makes
     t.say(

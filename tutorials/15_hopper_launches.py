@@ -597,6 +597,8 @@ class Hopper:
 
 def main(t: Tutorial) -> None:
     t.words(
+        "cust",
+        "cust_raw",
         "kernel",
         "grid",
         "block",

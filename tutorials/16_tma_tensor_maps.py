@@ -108,7 +108,7 @@ def grid_of(rows: int, cols: int) -> tuple[int, int]:
 
 
 def main(t: Tutorial) -> None:
-    t.words("kernel", "block", "warp", "compute capability", "memory-bound", "PTX")
+    t.words("cust", "cust_raw", "kernel", "block", "warp", "compute capability", "memory-bound", "PTX")
     copies, host, src = by_hand(t)
     with_the_class(t, copies, host, src)
     measured(t, copies)
