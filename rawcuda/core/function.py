@@ -15,7 +15,6 @@ wait on it. Graphs do not. The launch path, step by step: docs/architecture.md (
 
 from __future__ import annotations
 
-import dataclasses
 import weakref
 from ctypes import byref, c_int, c_void_p
 from typing import TYPE_CHECKING, Any
@@ -31,7 +30,7 @@ from rawcuda.ffi.attributes import FunctionAttribute
 from .boundlaunch import BoundLaunch
 from .closecounter import closes
 from .context import SYNC_LAUNCHES
-from .integers import integer, shown, whole
+from .integers import integer
 from .kernelargs import EMPTY_PACK, NO_LAUNCH, UNSEEN, ArgPacker, Packed
 from .launchattrs import (
     NO_OPTIONS,
@@ -44,13 +43,12 @@ from .launchattrs import (
 from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
 from .packhistory import PackHistory
-from .paramspec import POINTER_SIZE, ParamSpec
+from .paramspec import ParamSpec, with_read_only
 from .stream import Stream, stream_handle
 
 # Shared memory a block may use in all, static plus dynamic, without an opt-in.
 # Why: docs/hazards.md, "Dynamic shared memory above 48 KiB needs an opt-in, static included".
 DEFAULT_SHARED_LIMIT = 48 * 1024
-POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
 _MAX_CONFIGS = 256  # launch configurations remembered per function (validated once each)
 
 
@@ -279,7 +277,9 @@ class Function:
         if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
             count = record_on(packed.pending, self.legacy if stream is None else stream)
         if packed.launches.get(id(stream)) is last:  # (not kept when a close came during the slow path)
-            packed.launches[id(stream)] = (*last[:4], count)
+            packed.launches[id(stream)] = renewed = (*last[:4], count)
+            if self.last_launch is last:  # _turn reads the run of launches from it: the run goes on
+                self.last_launch = renewed
 
     def _repack(self, args: tuple[Any, ...], stream: Stream | None) -> Packed:
         """Check and pack new arguments. Another library's arrays also make the stream wait for theirs."""
@@ -321,15 +321,7 @@ class Function:
         Another library's read-only array (``__cuda_array_interface__`` data[1] = True) may then be passed there.
         Only you can say it: ``const`` is not part of a kernel's PTX signature.
         """
-        specs = list(self.params)
-        for given in indices:
-            index = whole(given)
-            if index is None or not 0 <= index < len(specs):
-                raise IndexError(f"{self.name!r} has parameters 0..{len(specs) - 1}; {shown(given)} is not one of them")
-            if specs[index].size != POINTER_SIZE or specs[index].kind not in POINTER_KINDS:
-                raise ValueError(f"parameter {index} of {self.name!r} ({specs[index].ptx_type}) is not a pointer")
-            specs[index] = dataclasses.replace(specs[index], read_only=True)
-        self.params = tuple(specs)
+        self.params = with_read_only(self.name, self.params, indices)
         self._packer = ArgPacker(self.name, self.params, self.context)
         self._packed = EMPTY_PACK
         self._history.clear()

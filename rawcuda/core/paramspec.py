@@ -16,11 +16,15 @@ What nvcc writes for each C type: docs/hazards.md, "What nvcc writes for each C 
 from __future__ import annotations
 
 import ctypes
+import dataclasses
 from dataclasses import dataclass
+from typing import Any
 
+from rawcuda.core.integers import shown, whole
 from rawcuda.core.ptx import Param
 
 BITS_PER_BYTE = 8  # a parameter's size is in bytes; its range is in bits
+POINTER_KINDS = ("int", "word")  # ParamSpec kinds that may hold a pointer
 POINTER_SIZE = 8  # bytes. nvcc writes pointers, size_t and every 64-bit C integer as .u64.
 SIGNED_PREFIX = "s"  # .s8 .s16 .s32 .s64: the only PTX integer types that state a sign
 # The slot of each integer size: unsigned, since a value is stored as its masked bits.
@@ -111,3 +115,17 @@ def out_of_range(value: int, spec: ParamSpec) -> str:
         f"{problem}: a value this far out needs a wider parameter -- declare it size_t (a size or an "
         "index) or long long (a signed value) in the kernel"
     )
+
+
+def with_read_only(kernel: str, specs: tuple[ParamSpec, ...], indices: tuple[Any, ...]) -> tuple[ParamSpec, ...]:
+    """``specs`` with the pointer parameters at ``indices`` (0-based) marked read-only; IndexError for an index
+    the kernel does not have, ValueError for a parameter that is not a pointer."""
+    marked = list(specs)
+    for given in indices:
+        index = whole(given)
+        if index is None or not 0 <= index < len(marked):
+            raise IndexError(f"{kernel!r} has parameters 0..{len(marked) - 1}; {shown(given)} is not one of them")
+        if marked[index].size != POINTER_SIZE or marked[index].kind not in POINTER_KINDS:
+            raise ValueError(f"parameter {index} of {kernel!r} ({marked[index].ptx_type}) is not a pointer")
+        marked[index] = dataclasses.replace(marked[index], read_only=True)
+    return tuple(marked)

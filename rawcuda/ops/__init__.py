@@ -33,6 +33,7 @@ own fallback finalizer from holding the context alive in turn.
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
@@ -132,6 +133,13 @@ def _f32(*bufs: DeviceBuffer) -> None:
         buf.context.check_usable()  # closed, poisoned or forked: say so before any driver call
         if buf.dtype != F32:
             raise TypeError(f"{buf!r}: this kernel works on float32 buffers")
+        # A shape assigned by hand can claim more than the memory holds: the kernel would run past its end.
+        described = math.prod(buf.shape) * buf.dtype.itemsize
+        if described != buf.nbytes:
+            raise ValueError(
+                f"{buf!r}: its shape {buf.shape} describes {described} bytes, and it has {buf.nbytes}: a shape "
+                "assigned by hand? make a view of the shape you want instead, buf.view(0, shape)"
+            )
 
 
 def _no_overlap(out: DeviceBuffer, *inputs: DeviceBuffer, in_place: bool) -> None:
@@ -167,7 +175,7 @@ def _one_d(last: LastCheck, stem: str, name: str, out: DeviceBuffer, *inputs: De
         n = _same_size(out, *inputs)
         _no_overlap(out, *inputs, in_place=True)
         fn = kernel(stem, name, out.context) if n else None
-        found = last.remember(since, (fn, _grid_1d(n, out.context), n), out, *inputs)
+        found = last.remember(since, fn, (_grid_1d(n, out.context), n), out, *inputs)
     return found
 
 
@@ -176,14 +184,16 @@ _VECTOR_ADD, _SAXPY, _GELU, _BIAS_RELU = LastCheck(), LastCheck(), LastCheck(), 
 
 def vector_add(c: DeviceBuffer, a: DeviceBuffer, b: DeviceBuffer, stream: Stream | None = None) -> None:
     """c = a + b."""
-    fn, grid, n = _one_d(_VECTOR_ADD, "vector_add", "vector_add", c, a, b)
+    fn, (grid, n) = _one_d(_VECTOR_ADD, "vector_add", "vector_add", c, a, b)
     if n:
         fn.launch(grid, BLOCK, c, a, b, n, stream=stream)
 
 
 def saxpy(y: DeviceBuffer, alpha: float, x: DeviceBuffer, stream: Stream | None = None) -> None:
     """y = alpha * x + y, in place."""
-    fn, grid, n = _one_d(_SAXPY, "saxpy", "saxpy", y, x)
+    fn, (grid, n) = _one_d(_SAXPY, "saxpy", "saxpy", y, x)
+    if isinstance(alpha, str | bytes | bytearray):  # float() would read "2.0" as a number: a text is a mistake
+        raise TypeError(f"saxpy's alpha is a number, not the {type(alpha).__name__} {alpha!r}")
     if n:
         fn.launch(grid, BLOCK, y, float(alpha), x, n, stream=stream)
 
@@ -321,13 +331,13 @@ def bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer, stream: St
     found = _BIAS_RELU.recall(out, x, bias)
     if found is None:
         since = closes.generation  # (as in _one_d)
-        found = _BIAS_RELU.remember(since, _check_bias_relu(out, x, bias), out, x, bias)
-    fn, grid, rows, cols = found
+        found = _BIAS_RELU.remember(since, *_check_bias_relu(out, x, bias), out, x, bias)
+    fn, (grid, rows, cols) = found
     if rows and cols:
         fn.launch(grid, ELEMENTWISE_THREADS, out, x, bias, rows, cols, stream=stream)
 
 
-def _check_bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer) -> tuple[Any, Any, int, int]:
+def _check_bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer) -> tuple[Any, tuple[Any, int, int]]:
     _f32(out, x, bias)
     if x.ndim != 2 or out.shape != x.shape or bias.shape != (x.shape[1],):
         raise ValueError(f"bias_relu needs x[R,C], out[R,C], bias[C]; got {x.shape}, {out.shape}, {bias.shape}")
@@ -335,17 +345,17 @@ def _check_bias_relu(out: DeviceBuffer, x: DeviceBuffer, bias: DeviceBuffer) -> 
     _no_overlap(out, bias, in_place=False)
     rows, cols = x.shape
     if not (rows and cols):
-        return None, None, rows, cols
+        return None, (None, rows, cols)
     # Grid-stride in both directions (kernels/elementwise.cu): both are capped, and any shape is covered.
     grid = (
         min(_ceil(cols, ELEMENTWISE_THREADS[0]), MAX_GRID_X),
         min(_ceil(rows, ELEMENTWISE_THREADS[1]), MAX_GRID_Y),
     )
-    return kernel("elementwise", "bias_relu", x.context), grid, rows, cols
+    return kernel("elementwise", "bias_relu", x.context), (grid, rows, cols)
 
 
 def gelu(out: DeviceBuffer, x: DeviceBuffer, stream: Stream | None = None) -> None:
     """out = gelu(x), tanh approximation."""
-    fn, grid, n = _one_d(_GELU, "elementwise", "gelu", out, x)
+    fn, (grid, n) = _one_d(_GELU, "elementwise", "gelu", out, x)
     if n:
         fn.launch(grid, BLOCK, out, x, n, stream=stream)

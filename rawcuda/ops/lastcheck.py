@@ -18,22 +18,24 @@ from typing import Any
 from rawcuda.core.closecounter import closes
 from rawcuda.core.devicebuffer import DeviceBuffer
 
-#: What an entry holds besides its buffers: the close count it was made at, and the op's findings.
-_HEAD = 2
+#: What an entry holds besides its buffers: the close count it was made at, the kernel (weakly), the findings.
+_HEAD = 3
 
 
 class LastCheck:
-    """One op's last check: ``recall(*bufs)`` gives its findings again, or None when they must be made anew."""
+    """One op's last check: ``recall(*bufs)`` gives its kernel and findings again, or None when they must be
+    made anew."""
 
     __slots__ = ("entry",)
 
     def __init__(self) -> None:
-        # (close count, findings, (weak buffer, shape, dtype) per buffer): replaced whole, so that a thread
-        # reading it never sees half of another's.
+        # (close count, weak kernel or None, findings, (weak buffer, shape, dtype) per buffer): replaced whole, so
+        # that a thread reading it never sees half of another's.
         self.entry: tuple[Any, ...] | None = None
 
-    def recall(self, *bufs: Any) -> Any:
-        """The findings of the last check if it was of these very buffers and nothing closed since; else None."""
+    def recall(self, *bufs: Any) -> tuple[Any, tuple[Any, ...]] | None:
+        """(kernel, findings) of the last check if it was of these very buffers, its kernel is alive and nothing
+        closed since; else None."""
         entry = self.entry
         if entry is None or entry[0] != closes.generation or len(entry) != _HEAD + len(bufs):
             return None
@@ -44,13 +46,21 @@ class LastCheck:
             if ref() is not buf or buf.shape is not shape or buf.dtype is not dtype:
                 return None
             at += 1
-        return entry[1]
+        kernel = entry[1]
+        if kernel is not None:
+            kernel = kernel()
+            if kernel is None:  # its module went with its context: look it up again
+                return None
+        return kernel, entry[2]
 
-    def remember(self, generation: int, findings: Any, *bufs: Any) -> Any:
-        """Keep ``findings`` of ``bufs``, checked from close count ``generation`` on; returns ``findings``.
+    def remember(self, generation: int, kernel: Any, findings: tuple[Any, ...], *bufs: Any) -> tuple[Any, Any]:
+        """Keep ``kernel`` (weakly: it holds its context) and ``findings`` of ``bufs``, checked from close count
+        ``generation`` on; returns ``(kernel, findings)``.
 
-        ``generation`` is read before the checks began: a close while they ran leaves the entry stale.
+        ``generation`` is read before the checks began: a close while they ran leaves the entry stale. A buffer
+        whose shape is not a tuple (a list assigned by hand could change in place) is not remembered.
         """
-        if all(type(buf) is DeviceBuffer for buf in bufs):
-            self.entry = (generation, findings, *((weakref.ref(b), b.shape, b.dtype) for b in bufs))
-        return findings
+        if all(type(buf) is DeviceBuffer and type(buf.shape) is tuple for buf in bufs):
+            ref = None if kernel is None else weakref.ref(kernel)
+            self.entry = (generation, ref, findings, *((weakref.ref(b), b.shape, b.dtype) for b in bufs))
+        return kernel, findings

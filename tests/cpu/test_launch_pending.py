@@ -488,6 +488,11 @@ def test_argument_sets_in_strict_turns_leave_the_latest_pack_where_it_is(
     fn.launch(1, 32, c, a, a, N, stream=s)  # the other set twice running: it becomes the latest
     fn.launch(1, 32, c, a, a, N, stream=s)
     assert len(swaps) == 1 and fn._packed.same((c, a, a, N))
+    # An export before each launch makes it record its stream again (a new record); the run still counts.
+    for _ in range(2):
+        _ = c.__cuda_array_interface__
+        fn.launch(1, 32, a, c, c, N, stream=s)
+    assert len(swaps) == 2 and fn._packed.same((a, c, c, N))
 
 
 def test_an_export_makes_the_next_launch_record_again(

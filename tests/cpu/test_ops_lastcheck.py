@@ -85,7 +85,7 @@ def test_a_shape_or_dtype_assigned_anew_is_checked_anew(recorder: Recorder) -> N
     out, x, y = recorder.buffers((N,), (N,), (N,))
     ops.vector_add(out, x, y)
     x.shape = (N // 2,)  # not how a view is made, but it must not pass unchecked
-    with pytest.raises(ValueError, match="same number of elements"):
+    with pytest.raises(ValueError, match=r"its shape \(500,\) describes 2000 bytes, and it has 4000"):
         ops.vector_add(out, x, y)
     x.shape = (N,)
     ops.vector_add(out, x, y)
@@ -132,4 +132,49 @@ def test_no_elements_launch_nothing_and_look_no_kernel_up(recorder: Recorder) ->
     out, x, y = recorder.buffers((0,), (0,), (0,))
     ops.vector_add(out, x, y)
     ops.vector_add(out, x, y)
+    assert recorder.launches == []
+
+
+def test_a_shape_claiming_more_than_the_memory_is_refused(recorder: Recorder) -> None:
+    # Before: every buffer given a shape 4x its allocation launched the kernel past the end of the memory.
+    out, x, y = recorder.buffers((N,), (N,), (N,))
+    for buf in (out, x, y):
+        buf.shape = (4 * N,)
+    with pytest.raises(ValueError, match=r"describes 16000 bytes, and it has 4000: a shape assigned by hand"):
+        ops.vector_add(out, x, y)
+    assert recorder.launches == []
+
+
+def test_a_shape_that_can_change_in_place_is_checked_at_every_call(recorder: Recorder, checks: list[int]) -> None:
+    out, x, y = recorder.buffers((N,), (N,), (N,))
+    x.shape = [N]  # a list: the same object could hold another shape at the next call
+    ops.vector_add(out, x, y)
+    x.shape[0] = N // 2
+    with pytest.raises(ValueError, match="describes 2000 bytes"):
+        ops.vector_add(out, x, y)
+    assert len(checks) == 2
+
+
+def test_the_kernel_is_remembered_weakly(recorder: Recorder, checks: list[int]) -> None:
+    # Before: the entry held the Function, which holds its module and context: a context dropped after an op
+    # stayed alive, with its device memory, until the op ran on other buffers.
+    out, x, y = recorder.buffers((N,), (N,), (N,))
+    ops.vector_add(out, x, y)
+    gone = weakref.ref(recorder.functions["vector_add"])
+    gc.disable()
+    try:
+        recorder.functions.clear()  # what a context's cache does when the context goes
+        assert gone() is None
+        ops.vector_add(out, x, y)  # looked up again, and checked again
+    finally:
+        gc.enable()
+    assert len(checks) == 2 and len(recorder.launches) == 2
+
+
+@pytest.mark.parametrize("alpha", ["2.0", b"2.0"])
+def test_saxpy_takes_no_text_for_alpha(recorder: Recorder, alpha: Any) -> None:
+    # Before: float("2.0") made the text a scale factor.
+    y, x = recorder.buffers((N,), (N,))
+    with pytest.raises(TypeError, match="saxpy's alpha is a number"):
+        ops.saxpy(y, alpha, x)
     assert recorder.launches == []

@@ -37,18 +37,30 @@ def stand_in(shape: tuple[int, ...], context: Any = None, address: int = ALIGNED
     return buf
 
 
+class RecordedKernel:
+    """Stands in for a Function: its launch is recorded, with the scalar arguments."""
+
+    def __init__(self, recorder: Recorder, name: str) -> None:
+        self.recorder, self.name = recorder, name
+
+    def launch(self, grid: Any, block: Any, *args: Any, **kwargs: Any) -> None:
+        self.recorder.launches.append((self.name, grid, block, [a for a in args if isinstance(a, int)]))
+
+
 class Recorder:
     """Stands in for ops.kernel: records each launch's kernel, grid, block and scalar arguments."""
 
     def __init__(self) -> None:
         self.launches: list[tuple[str, Any, Any, list[int]]] = []
+        self.functions: dict[str, RecordedKernel] = {}
         self.context = SimpleNamespace(device=SimpleNamespace(multiprocessor_count=SMS), check_usable=lambda: None)
 
     def kernel(self, stem: str, name: str, context: Any) -> Any:
-        def launch(grid: Any, block: Any, *args: Any, **kwargs: Any) -> None:
-            self.launches.append((name, grid, block, [a for a in args if isinstance(a, int)]))
-
-        return SimpleNamespace(launch=launch)
+        # One per name, kept here as ops.kernel keeps its Functions in the context's cache (ops remembers them
+        # weakly).
+        if name not in self.functions:
+            self.functions[name] = RecordedKernel(self, name)
+        return self.functions[name]
 
     def buffers(self, *shapes: tuple[int, ...], address: int = ALIGNED) -> list[DeviceBuffer]:
         # Each its own address range (ops refuses an output that overlaps an input), as far apart as the
