@@ -1240,7 +1240,7 @@ CASES: list[Case] = [
         "ops-wrong-size",
         lambda k: ops.vector_add(k.dev(10), k.dev(10), k.dev(11)),
         ValueError,
-        r"got \[10, 11, 10\]",
+        r"got \[10, 10, 11\]",  # the sizes in the order the buffers were passed: c, a, b
         r"must have the same number of elements",
     ),
     Case(
