@@ -57,7 +57,6 @@ SMALL = (1000, 200)  # step 1's matrix: not a whole number of tiles in either di
 LARGE = 8192  # step 3's matrix is LARGE x LARGE floats: 256 MiB, several times any L2
 REPS = 20
 KIB = 1 << 10
-MIB = 1 << 20
 BYTES_PER_GB = 1e9
 MS_PER_S = 1e3
 NEAR = 0.9  # "near the ceiling": at least this share of the device's own copy
