@@ -31,7 +31,22 @@ import progressions_report  # bench/progressions_report.py: this script's folder
 
 ROOT = Path(__file__).resolve().parent.parent
 BENCH = ROOT / "bench"
-STEPS = ("launch_overhead", "kernels", "sgemm", "copies", "graphs", "unified_memory", "imports", "progressions")
+STEPS = (
+    "launch_overhead",
+    "kernels",
+    "sgemm",
+    "copies",
+    "graphs",
+    "unified_memory",
+    "hopper",
+    "imports",
+    "progressions",
+)
+MD_SECTIONS = (
+    ("graphs", "4. Graph pipeline"),
+    ("unified_memory", "5. Managed vs explicit memory"),
+    ("hopper", "9. Hopper features (bench/hopper.py)"),
+)
 STEP_ARGS = {"progressions": ["--name", "progressions"]}  # its default name is dated; here run_all names the files
 OWN_FILES = ("sgemm",)  # steps that name their files <date>-<gpu>-<step>.*: copied to --out as they are
 STEP_TIMEOUT_S = 300
@@ -294,7 +309,7 @@ def markdown(data: dict[str, Any]) -> str:
                 for k in ("pinned_htod", "pinned_dtoh", "pageable_htod", "pageable_dtoh")
             ]
             lines.append(f"| {ours['bytes'] >> 20} MiB | " + " | ".join(cells) + " |")
-    for name, title in (("graphs", "4. Graph pipeline"), ("unified_memory", "5. Managed vs explicit memory")):
+    for name, title in MD_SECTIONS:
         md = data.get(f"{name}_md")
         lines += ["", f"## {title}", "", md if md else "not run"]
     imports = data.get("imports", {}).get("import_ms")
@@ -372,7 +387,7 @@ def main() -> int:
             print(f"{step}: {data['steps'][step]}", flush=True)
             data[step] = load(work, step)
             md = work / f"{step}.md"
-            if step in ("graphs", "unified_memory") and md.exists():
+            if step in dict(MD_SECTIONS) and md.exists():
                 data[f"{step}_md"] = md.read_text().split("\n", 2)[-1].strip()
             if step == "progressions" and md.exists():  # its tables, one heading level down (targets are above)
                 tables = md.read_text().split("\n## ", 1)[-1]
