@@ -65,6 +65,8 @@ _LAZY: dict[str, str] = {
     "Stream": "rawcuda.core.stream",
     "Event": "rawcuda.core.event",
     "Timing": "rawcuda.core.event",
+    "HostCall": "rawcuda.core.hostfunc",
+    "HostFunctionError": "rawcuda.core.hostfunc",
     "time_ms": "rawcuda.core.event",
     "DeviceBuffer": "rawcuda.core.devicebuffer",
     "PinnedBuffer": "rawcuda.core.pinned",

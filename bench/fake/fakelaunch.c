@@ -183,6 +183,15 @@ int fakelaunch_node_attr_count(void) { return node_attr_count; }
 int fakelaunch_node_attr_id(int i) { return node_attr_ids[i]; }
 const void *fakelaunch_node_attr_value(int i) { return node_attr_values[i]; }
 
+/* A host function: called at once, as if everything queued before it had finished (nothing here runs late). */
+typedef void (*CUhostFn)(void *);
+CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
+    (void)stream;
+    if (!fn) return INVALID_VALUE;
+    fn(data);
+    return SUCCESS;
+}
+
 unsigned long long fakelaunch_count(void) { return launches; }
 const void *fakelaunch_last_config(void) { return last_config; }
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Generator
+from collections.abc import Callable, Generator
 from ctypes import byref, c_int, c_uint, c_void_p
 from typing import Any
 
@@ -32,6 +32,7 @@ from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamFlag
 from .closecounter import closes
 from .closeorder import CloseOrder
 from .context import Context, described, resolve
+from .hostfunc import HostCall, queue_host_call, report_host_calls
 from .integers import integer, shown
 from .resource import Resource
 
@@ -103,6 +104,7 @@ class Stream(Resource):
         self._handle: int = handle.value or 0
         self._held: collections.deque[tuple[int, Any]] = collections.deque()
         self._spare_markers: list[int] = []  # completed marker events, kept for the next keep_alive
+        self._host_calls: list[HostCall] = []  # host functions queued here that have not run, or raised unseen
         self._own(_destroy_stream, self._handle, self._spare_markers, self._held)
 
     @property
@@ -116,6 +118,28 @@ class Stream(Resource):
         self.context.activate()
         cu.cuStreamSynchronize(self._handle)
         self._release_held(all_done=True)
+        if self._host_calls:  # (every host function queued here has run now: the stream waited for it)
+            report_host_calls(self, self._host_calls)
+            self._host_calls = []
+
+    def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> HostCall:
+        """Queue ``fn(*args)`` after the work queued so far; the work queued after it waits until it returns.
+
+        The driver calls it on one of its own threads. It must make no CUDA call: cuda.h forbids it (the call
+        fails with CUDA_ERROR_NOT_PERMITTED, or the driver's thread deadlocks). What it raises is kept: the
+        returned HostCall's ``result()`` raises it, and so does this stream's next ``synchronize()`` if nothing
+        asked. Refused on a stream being captured: the graph would run it at every replay, or never.
+        """
+        self.check_open()
+        if self.capturing is not None:
+            raise ValueError(
+                f"{self!r} is being captured: a host function queued now would become a node of the graph, run at "
+                "every replay; queue it after the capture, on the stream that replays the graph"
+            )
+        self.context.activate()
+        call = queue_host_call(self._handle, fn, args)
+        self._host_calls = [c for c in self._host_calls if not c.done or c.unreported_error is not None] + [call]
+        return call
 
     def query(self) -> bool:
         """True when all queued work has finished (never blocks)."""

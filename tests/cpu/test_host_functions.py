@@ -1,0 +1,105 @@
+"""Host functions (Stream.launch_host_func) over the fake driver, which calls each one at once: the callable gets
+its arguments, stays alive until it ran, and what it raises is kept -- result() raises it, and so does the
+stream's next synchronize() when nobody asked -- never lost, never crossing into C."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from tests.helpers import ROOT
+
+FAKE_SOURCE = ROOT / "bench" / "fake" / "fakelaunch.c"
+
+SCRIPT = r"""
+import gc, json, weakref
+import rawcuda
+from rawcuda import HostFunctionError, Stream
+from rawcuda.core import hostfunc
+
+out = {}
+s = Stream()
+seen = []
+call = s.launch_host_func(seen.append, 41)
+out["ran"] = [seen, call.done, call.result(), repr(call)]
+
+def boom(x):
+    raise KeyError(x)
+
+bad = s.launch_host_func(boom, "k")
+try:
+    bad.result()
+except HostFunctionError as exc:
+    out["result"] = [str(exc), type(exc.__cause__).__name__]
+try:
+    s.synchronize()  # result() already reported it: synchronize says nothing more
+    out["sync_after_result"] = "quiet"
+except HostFunctionError as exc:
+    out["sync_after_result"] = str(exc)
+
+s.launch_host_func(boom, "unseen")
+try:
+    s.synchronize()
+    out["sync_unseen"] = None
+except HostFunctionError as exc:
+    out["sync_unseen"] = [str(exc), repr(exc.__cause__)]
+try:
+    s.synchronize()
+    out["sync_again"] = "quiet"
+except HostFunctionError as exc:
+    out["sync_again"] = str(exc)
+
+class Big:
+    pass
+
+big = Big()
+gone = weakref.ref(big)
+gc.disable()
+s.launch_host_func(lambda b: None, big)
+del big
+out["args_released"] = gone() is None
+gc.enable()
+
+def refused(call):
+    try:
+        call()
+    except (TypeError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+
+out["not_callable"] = refused(lambda: s.launch_host_func(42))
+out["pending"] = hostfunc.pending_calls()
+s.close()
+out["closed"] = refused(lambda: s.launch_host_func(print))
+print(json.dumps(out))
+"""
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
+def test_host_functions_run_with_their_arguments_and_report_what_they_raise(tmp_path: Path) -> None:
+    library = tmp_path / "libfakelaunch.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(FAKE_SOURCE)], check=True)
+    env = {**os.environ, "RAWCUDA_LIBCUDA": str(library), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
+    assert run.returncode == 0, run.stderr[-3000:]
+    out: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    assert out["ran"] == [[41], True, None, "<HostCall returned>"]
+    assert out["result"][1] == "KeyError" and "raised KeyError: 'k'" in out["result"][0]
+    assert out["sync_after_result"] == "quiet"
+    assert (
+        out["sync_unseen"][0].startswith("1 host function(s) queued on")
+        and "KeyError: 'unseen'" in out["sync_unseen"][0]
+    )
+    assert out["sync_unseen"][1] == "KeyError('unseen')"
+    assert out["sync_again"] == "quiet"  # reported once, not at every synchronize
+    assert out["args_released"] is True  # held until it ran, not after
+    assert out["not_callable"].startswith("TypeError: launch_host_func takes a callable, not int 42")
+    assert out["pending"] == 0  # every token was taken by its run
+    assert out["closed"] is not None and "closed" in out["closed"]
