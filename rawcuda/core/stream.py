@@ -37,6 +37,7 @@ from .integers import integer, shown
 from .resource import Resource
 
 _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
+STREAM_PROTOCOL_VERSION = 0  # the __cuda_stream__ protocol's version (cuda.core's IsStreamT: currently 0)
 
 
 def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
@@ -111,6 +112,14 @@ class Stream(Resource):
     def handle(self) -> int:
         self.check_open()
         return self._handle
+
+    def __cuda_stream__(self) -> tuple[int, int]:
+        """The CUDA stream protocol (version 0): ``(0, handle)``, so cuda.core and the libraries that take it
+        (``cuda.core.Device().create_stream(s)``, numba-cuda, RMM) can use this stream. ClosedError once closed.
+
+        The consumer borrows the handle: this Stream must stay open while they queue work on it.
+        """
+        return (STREAM_PROTOCOL_VERSION, self.handle)
 
     def synchronize(self) -> None:
         """Block this thread until everything queued on the stream has finished."""

@@ -1,6 +1,7 @@
 """Host functions (Stream.launch_host_func) over the fake driver, which calls each one at once: the callable gets
 its arguments, stays alive until it ran, and what it raises is kept -- result() raises it, and so does the
-stream's next synchronize() when nobody asked -- never lost, never crossing into C."""
+stream's next synchronize() when nobody asked -- never lost, never crossing into C. And the stream protocol a
+Stream exports (__cuda_stream__)."""
 
 from __future__ import annotations
 
@@ -76,7 +77,14 @@ def refused(call):
 
 out["not_callable"] = refused(lambda: s.launch_host_func(42))
 out["pending"] = hostfunc.pending_calls()
+version, handle = s.__cuda_stream__()
+out["protocol"] = [version, handle == s.handle, type(handle).__name__]
 s.close()
+try:
+    s.__cuda_stream__()
+    out["protocol_closed"] = None
+except rawcuda.ClosedError as exc:
+    out["protocol_closed"] = str(exc)
 out["closed"] = refused(lambda: s.launch_host_func(print))
 print(json.dumps(out))
 """
@@ -103,3 +111,5 @@ def test_host_functions_run_with_their_arguments_and_report_what_they_raise(tmp_
     assert out["not_callable"].startswith("TypeError: launch_host_func takes a callable, not int 42")
     assert out["pending"] == 0  # every token was taken by its run
     assert out["closed"] is not None and "closed" in out["closed"]
+    assert out["protocol"] == [0, True, "int"]  # the __cuda_stream__ protocol, version 0: (0, the CUstream)
+    assert out["protocol_closed"] is not None  # a closed stream hands out no handle

@@ -57,3 +57,17 @@ def test_what_a_host_function_raises_comes_back_once() -> None:
     assert isinstance(caught.value.__cause__, ZeroDivisionError)
     stream.synchronize()  # reported once
     assert stream.launch_host_func(int, "7").result(timeout=10) == 7  # the stream is healthy
+
+
+def test_cuda_core_takes_a_rawcuda_stream_through_the_stream_protocol() -> None:
+    core = pytest.importorskip("cuda.core")
+    stream = Stream()
+    device = core.Device(0)
+    device.set_current()
+    borrowed = device.create_stream(stream)  # reads stream.__cuda_stream__()
+    assert int(borrowed.handle) == stream.handle
+    done: list[int] = []
+    spin().launch(1, 1, SPIN_NS // 4, stream=stream)
+    stream.launch_host_func(done.append, 1)
+    borrowed.sync()  # cuda.core waits on the very same CUstream: the kernel and the host function before it
+    assert done == [1]
