@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import ctypes
 import importlib
+import json
 import os
 import subprocess
 import sys
@@ -19,7 +20,7 @@ import time
 import tracemalloc
 from pathlib import Path
 from types import ModuleType
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 import pytest
@@ -108,6 +109,22 @@ def build_shared_library(source: Path, out: Path, what: str) -> Path:
         pytest.skip(f"no C compiler to build {what}")
     subprocess.run([compiler, "-shared", "-fPIC", "-o", str(out), str(source)], check=True)
     return out
+
+
+FAKE_LAUNCH_SOURCE = ROOT / "bench" / "fake" / "fakelaunch.c"  # the libcuda look-alike whose launch does nothing
+
+
+def over_fake_launch(script: str, tmp_path: Path, *args: str) -> dict[str, Any]:
+    """Run ``script`` in a child over bench/fake/fakelaunch.c, built here (its path is the script's first
+    argument); what the script's last line printed, as JSON."""
+    library = tmp_path / "libfakelaunch.so"
+    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(FAKE_LAUNCH_SOURCE)], check=True)
+    env = {**os.environ, "RAWCUDA_LIBCUDA": str(library), "PYTHONPATH": str(ROOT)}
+    run = subprocess.run(
+        [sys.executable, "-c", script, str(library), *args], env=env, capture_output=True, text=True, timeout=120
+    )
+    assert run.returncode == 0, run.stderr[-3000:]
+    return json.loads(run.stdout.strip().splitlines()[-1])
 
 
 def tracemalloc_places_objects() -> bool:

@@ -5,19 +5,13 @@ Stream exports (__cuda_stream__)."""
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.helpers import ROOT
-
-FAKE_SOURCE = ROOT / "bench" / "fake" / "fakelaunch.c"
+from tests.helpers import over_fake_launch
 
 SCRIPT = r"""
 import gc, json, weakref
@@ -92,12 +86,7 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
 def test_host_functions_run_with_their_arguments_and_report_what_they_raise(tmp_path: Path) -> None:
-    library = tmp_path / "libfakelaunch.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(FAKE_SOURCE)], check=True)
-    env = {**os.environ, "RAWCUDA_LIBCUDA": str(library), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run([sys.executable, "-c", SCRIPT], env=env, capture_output=True, text=True, timeout=120)
-    assert run.returncode == 0, run.stderr[-3000:]
-    out: dict[str, Any] = json.loads(run.stdout.strip().splitlines()[-1])
+    out: dict[str, Any] = over_fake_launch(SCRIPT, tmp_path)
     assert out["ran"] == [[41], True, None, "<HostCall returned>"]
     assert out["result"][1] == "KeyError" and "raised KeyError: 'k'" in out["result"][0]
     assert out["sync_after_result"] == "quiet"

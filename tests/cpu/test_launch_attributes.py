@@ -8,13 +8,8 @@ it, byte for byte as cuda.h lays them out. The GPU tests launch the same options
 
 from __future__ import annotations
 
-import json
-import os
 import shutil
-import subprocess
-import sys
 from pathlib import Path
-from typing import Any
 
 import numpy as np
 import pytest
@@ -23,9 +18,8 @@ from rawcuda.core import launchattrs
 from rawcuda.core.launchconfig import launch_config
 from rawcuda.core.ptx import parse
 from rawcuda.ffi.constants import LaunchAttributeID
-from tests.helpers import ROOT
+from tests.helpers import over_fake_launch
 
-FAKE_SOURCE = ROOT / "bench" / "fake" / "fakelaunch.c"
 CLUSTERED_PTX = """
 .version 8.0
 .target sm_90
@@ -104,18 +98,6 @@ def test_a_kernel_that_syncs_its_grid_is_read_from_its_ptx() -> None:
     launchattrs.check_grid_sync("k", False, launchattrs.NO_OPTIONS)
 
 
-def over_the_fake(script: str, tmp_path: Path) -> dict[str, Any]:
-    """Run ``script`` in a child over bench/fake/fakelaunch.c, built here; what its last line printed, as JSON."""
-    library = tmp_path / "libfakelaunch.so"
-    subprocess.run(["cc", "-shared", "-fPIC", "-O2", "-o", str(library), str(FAKE_SOURCE)], check=True)
-    env = {**os.environ, "RAWCUDA_LIBCUDA": str(library), "PYTHONPATH": str(ROOT)}
-    run = subprocess.run(
-        [sys.executable, "-c", script, str(library)], env=env, capture_output=True, text=True, timeout=120
-    )
-    assert run.returncode == 0, run.stderr[-3000:]
-    return json.loads(run.stdout.strip().splitlines()[-1])
-
-
 # --- launches over the fake driver ----------------------------------------------------------------------------------
 SCRIPT = r"""
 import ctypes, json, sys
@@ -183,7 +165,7 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
 def test_launches_with_options_pass_their_attributes_and_plain_launches_none(tmp_path: Path) -> None:
-    out = over_the_fake(SCRIPT, tmp_path)
+    out = over_fake_launch(SCRIPT, tmp_path)
     assert out["plain"]["ids"] == [] and out["plain_again"]["ids"] == []  # no options: exactly the plain launch
     assert out["clustered"] == {
         "grid": [8, 1, 1],
@@ -258,7 +240,7 @@ print(json.dumps(out))
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
 def test_graph_kernel_nodes_take_the_options_a_launch_takes_checked_alike(tmp_path: Path) -> None:
-    out = over_the_fake(GRAPH_SCRIPT, tmp_path)
+    out = over_fake_launch(GRAPH_SCRIPT, tmp_path)
     cluster, cooperative = LaunchAttributeID.CLUSTER_DIMENSION, LaunchAttributeID.COOPERATIVE
     assert out["plain"] == []  # no options: the node is exactly what it was
     assert out["cluster"] == [[cluster, [2, 1, 1]]]
