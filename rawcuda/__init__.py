@@ -66,6 +66,7 @@ _LAZY: dict[str, str] = {
     "Event": "rawcuda.core.event",
     "Timing": "rawcuda.core.event",
     "HostCall": "rawcuda.core.hostfunc",
+    "MemoryPool": "rawcuda.core.mempool",
     "HostFunctionError": "rawcuda.core.hostfunc",
     "time_ms": "rawcuda.core.event",
     "DeviceBuffer": "rawcuda.core.devicebuffer",

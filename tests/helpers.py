@@ -114,6 +114,17 @@ def build_shared_library(source: Path, out: Path, what: str) -> Path:
 FAKE_LAUNCH_SOURCE = ROOT / "bench" / "fake" / "fakelaunch.c"  # the libcuda look-alike whose launch does nothing
 
 
+#: For a child script: ``refused(call)`` is the message of the TypeError or ValueError ``call()`` raised, or None.
+CHILD_REFUSED = """
+def refused(call):
+    try:
+        call()
+    except (TypeError, ValueError) as exc:
+        return f"{type(exc).__name__}: {exc}"
+    return None
+"""
+
+
 def over_fake_launch(script: str, tmp_path: Path, *args: str) -> dict[str, Any]:
     """Run ``script`` in a child over bench/fake/fakelaunch.c, built here (its path is the script's first
     argument); what the script's last line printed, as JSON."""

@@ -183,6 +183,37 @@ int fakelaunch_node_attr_count(void) { return node_attr_count; }
 int fakelaunch_node_attr_id(int i) { return node_attr_ids[i]; }
 const void *fakelaunch_node_attr_value(int i) { return node_attr_values[i]; }
 
+/* Memory pools: each a handle with its eight attributes (cuda.h's CUmemPool_attribute 1..8) and its last trim. */
+#define POOL_ATTRIBUTES 9
+#define POOL_INT_ATTRIBUTES 3                /* REUSE_*: an int; the rest are cuuint64_t */
+typedef struct { unsigned long long attr[POOL_ATTRIBUTES]; unsigned long long trimmed_to; } fake_pool;
+static fake_pool default_pool;
+static int pools_created, pools_destroyed;
+CUresult cuDeviceGetDefaultMemPool(void **pool, CUdevice dev) { if (dev) return INVALID_DEVICE; *pool = &default_pool; return SUCCESS; }
+CUresult cuDeviceGetMemPool(void **pool, CUdevice dev) { return cuDeviceGetDefaultMemPool(pool, dev); }
+CUresult cuMemPoolCreate(void **pool, const void *props) {
+    if (!props) return INVALID_VALUE;
+    *pool = calloc(1, sizeof(fake_pool));
+    pools_created++;
+    return *pool ? SUCCESS : OUT_OF_MEMORY;
+}
+CUresult cuMemPoolDestroy(void *pool) { if (pool == &default_pool) return INVALID_VALUE; free(pool); pools_destroyed++; return SUCCESS; }
+CUresult cuMemPoolTrimTo(void *pool, size_t keep) { ((fake_pool *)pool)->trimmed_to = keep; return SUCCESS; }
+CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
+    if (attr < 1 || attr >= POOL_ATTRIBUTES) return INVALID_VALUE;
+    ((fake_pool *)pool)->attr[attr] = attr <= POOL_INT_ATTRIBUTES ? (unsigned long long)*(int *)value : *(unsigned long long *)value;
+    return SUCCESS;
+}
+CUresult cuMemPoolGetAttribute(void *pool, int attr, void *value) {
+    if (attr < 1 || attr >= POOL_ATTRIBUTES) return INVALID_VALUE;
+    if (attr <= POOL_INT_ATTRIBUTES) *(int *)value = (int)((fake_pool *)pool)->attr[attr];
+    else *(unsigned long long *)value = ((fake_pool *)pool)->attr[attr];
+    return SUCCESS;
+}
+int fakelaunch_pools_created(void) { return pools_created; }
+int fakelaunch_pools_destroyed(void) { return pools_destroyed; }
+unsigned long long fakelaunch_pool_trimmed_to(void *pool) { return ((fake_pool *)pool)->trimmed_to; }
+
 /* A host function: called at once, as if everything queued before it had finished (nothing here runs late). */
 typedef void (*CUhostFn)(void *);
 CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {

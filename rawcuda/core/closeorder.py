@@ -26,4 +26,5 @@ class CloseOrder(IntEnum):
     EVENT = 6
     DEVICE_MEMORY = 7  # buffers, and views of them (which own nothing)
     GROWABLE_MEMORY = 8  # after the DeviceBuffer views it handed out
-    HOST_MEMORY = 9  # last: async copies from pinned memory have drained with their streams
+    HOST_MEMORY = 9  # async copies from pinned memory have drained with their streams
+    MEMORY_POOL = 10  # last: after every buffer that could have come from it

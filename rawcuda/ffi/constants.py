@@ -132,6 +132,20 @@ class MemHandleType(IntFlag):
     POSIX_FILE_DESCRIPTOR = 0x1
 
 
+@c_enum("CUmemPool_attribute", "CU_MEMPOOL_ATTR_")
+class MemPoolAttribute(IntEnum):
+    """What cuMemPoolGetAttribute / SetAttribute read and write (value type: int for REUSE_*, else cuuint64_t)."""
+
+    REUSE_FOLLOW_EVENT_DEPENDENCIES = 1
+    REUSE_ALLOW_OPPORTUNISTIC = 2
+    REUSE_ALLOW_INTERNAL_DEPENDENCIES = 3
+    RELEASE_THRESHOLD = 4  # bytes the pool keeps reserved at a synchronization before it releases memory
+    RESERVED_MEM_CURRENT = 5  # bytes of device memory the pool holds now
+    RESERVED_MEM_HIGH = 6
+    USED_MEM_CURRENT = 7  # bytes of it handed out to allocations now
+    USED_MEM_HIGH = 8
+
+
 @c_enum("CUmemAccess_flags", "CU_MEM_ACCESS_FLAGS_")
 class MemAccessFlag(IntEnum):
     PROT_NONE = 0x0

@@ -57,6 +57,7 @@ CUgraph = c_void_p
 CUgraphNode = c_void_p
 CUgraphExec = c_void_p
 CUlinkState = c_void_p
+CUmemoryPool = c_void_p
 
 # --- callbacks ------------------------------------------------------------------------------------
 # typedef void (CUDA_CB *CUhostFn)(void *userData);
@@ -106,6 +107,21 @@ class CUmemAllocationProp(Structure):
         ("location", CUmemLocation),
         ("win32HandleMetaData", c_void_p),
         ("allocFlags", _AllocFlags),
+    ]
+
+
+class CUmemPoolProps(Structure):
+    """What cuMemPoolCreate makes: pinned device memory on one device, exportable as handleTypes allow."""
+
+    _c_name_ = "CUmemPoolProps"
+    _fields_ = [
+        ("allocType", enum),
+        ("handleTypes", enum),
+        ("location", CUmemLocation),
+        ("win32SecurityAttributes", c_void_p),
+        ("maxSize", c_size_t),
+        ("usage", c_ushort),
+        ("reserved", c_ubyte * 54),
     ]
 
 

@@ -11,9 +11,11 @@ from typing import Any
 
 import pytest
 
-from tests.helpers import over_fake_launch
+from tests.helpers import CHILD_REFUSED, over_fake_launch
 
-SCRIPT = r"""
+SCRIPT = (
+    CHILD_REFUSED
+    + r"""
 import gc, json, weakref
 import rawcuda
 from rawcuda import HostFunctionError, Stream
@@ -62,12 +64,6 @@ del big
 out["args_released"] = gone() is None
 gc.enable()
 
-def refused(call):
-    try:
-        call()
-    except (TypeError, ValueError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 out["not_callable"] = refused(lambda: s.launch_host_func(42))
 out["pending"] = hostfunc.pending_calls()
@@ -82,6 +78,7 @@ except rawcuda.ClosedError as exc:
 out["closed"] = refused(lambda: s.launch_host_func(print))
 print(json.dumps(out))
 """
+)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")

@@ -18,7 +18,7 @@ from rawcuda.core import launchattrs
 from rawcuda.core.launchconfig import launch_config
 from rawcuda.core.ptx import parse
 from rawcuda.ffi.constants import LaunchAttributeID
-from tests.helpers import over_fake_launch
+from tests.helpers import CHILD_REFUSED, over_fake_launch
 
 CLUSTERED_PTX = """
 .version 8.0
@@ -99,7 +99,9 @@ def test_a_kernel_that_syncs_its_grid_is_read_from_its_ptx() -> None:
 
 
 # --- launches over the fake driver ----------------------------------------------------------------------------------
-SCRIPT = r"""
+SCRIPT = (
+    CHILD_REFUSED
+    + r"""
 import ctypes, json, sys
 import rawcuda
 from rawcuda import DeviceBuffer, Module
@@ -119,12 +121,6 @@ def attrs():
             "cooperative": [r.value.cooperative for r in rows if r.id == 2],
             "programmatic": [r.value.programmaticStreamSerializationAllowed for r in rows if r.id == 6]}
 
-def refused(call):
-    try:
-        call()
-    except (ValueError, TypeError) as exc:
-        return f"{type(exc).__name__}: {exc}"
-    return None
 
 out = {}
 fn.launch(8, 256, a, a, a, 0)
@@ -161,6 +157,7 @@ fn.launch(8, 256, a, a, a, 0)
 out["plain_again"] = attrs()
 print(json.dumps(out))
 """
+)
 
 
 @pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")

@@ -8,6 +8,7 @@ beside this one, in the order a program meets them::
     device   counting devices, names, attributes, memory size
     context  primary context, created contexts, the context stack, limits
     memory   device / pinned / managed memory, copies, memsets, pointer attributes, prefetch & advise
+    mempool  stream-ordered memory pools: the default pool, new pools, their attributes, trimming
     module   PTX / cubin / fatbin modules, functions and their attributes, the JIT linker
     launch   cuLaunchKernel and friends, host functions, occupancy
     stream   streams and events
@@ -27,13 +28,14 @@ Nothing here calls the driver. :mod:`rawcuda.checked` binds the rows to libcuda,
 from __future__ import annotations
 
 from ..decl import Decl, index
-from . import context, device, graph, init, launch, memory, module, stream, tensormap, vmm
+from . import context, device, graph, init, launch, memory, mempool, module, stream, tensormap, vmm
 
 SECTIONS: dict[str, list[Decl]] = {
     "init": init.ENTRIES,
     "device": device.ENTRIES,
     "context": context.ENTRIES,
     "memory": memory.ENTRIES,
+    "mempool": mempool.ENTRIES,
     "module": module.ENTRIES,
     "launch": launch.ENTRIES,
     "stream": stream.ENTRIES,
@@ -83,6 +85,8 @@ NOT_CALLED_BY_RAWCUDA: dict[str, str] = {
     "cuGraphClone": _TOPIC,
     "cuGraphDebugDotPrint": _TOPIC,
     "cuMemRetainAllocationHandle": _TOPIC,
+    "cuDeviceGetMemPool": _TOPIC + " (the pool cuMemAllocAsync uses now, which may be set; MemoryPool.default asks"
+    " for the device's own)",
 }
 
 __all__ = ["NOT_CALLED_BY_RAWCUDA", "SECTIONS", "TABLE", "Decl"]
