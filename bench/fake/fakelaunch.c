@@ -199,8 +199,10 @@ CUresult cuMemPoolCreate(void **pool, const void *props) {
 }
 CUresult cuMemPoolDestroy(void *pool) { if (pool == &default_pool) return INVALID_VALUE; free(pool); pools_destroyed++; return SUCCESS; }
 CUresult cuMemPoolTrimTo(void *pool, size_t keep) { ((fake_pool *)pool)->trimmed_to = keep; return SUCCESS; }
+#define POOL_RESERVED_CURRENT 5              /* read-only, as is USED_MEM_CURRENT (7) */
+#define POOL_USED_CURRENT 7
 CUresult cuMemPoolSetAttribute(void *pool, int attr, void *value) {
-    if (attr < 1 || attr >= POOL_ATTRIBUTES) return INVALID_VALUE;
+    if (attr < 1 || attr >= POOL_ATTRIBUTES || attr == POOL_RESERVED_CURRENT || attr == POOL_USED_CURRENT) return INVALID_VALUE;
     ((fake_pool *)pool)->attr[attr] = attr <= POOL_INT_ATTRIBUTES ? (unsigned long long)*(int *)value : *(unsigned long long *)value;
     return SUCCESS;
 }

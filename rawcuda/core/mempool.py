@@ -31,6 +31,8 @@ INT_ATTRIBUTES = frozenset(
 )
 #: The high watermarks take one value only: "It is illegal to set this attribute to a non-zero value".
 RESETTABLE = frozenset({MemPoolAttribute.RESERVED_MEM_HIGH, MemPoolAttribute.USED_MEM_HIGH})
+#: What the pool measures and no one sets (cuda.h lists them for cuMemPoolGetAttribute only).
+READ_ONLY = frozenset({MemPoolAttribute.RESERVED_MEM_CURRENT, MemPoolAttribute.USED_MEM_CURRENT})
 MAX_U64 = 2**64 - 1
 
 
@@ -49,11 +51,13 @@ def _destroy_pool(handle: int) -> None:
 class MemoryPool(Resource):
     """A new memory pool on ``context``'s device (``max_size`` bytes at most; 0: the driver's default).
 
-    ``MemoryPool.default(context)`` is the device's own pool, which every ``cuMemAllocAsync`` uses; closing that
-    object destroys nothing (it owns no handle).
+    ``MemoryPool.default(context)`` is the device's own pool: what ``cuMemAllocAsync`` uses unless
+    ``cuDeviceSetMemPool`` made another current. Closing that object destroys nothing (it owns no handle).
     """
 
     close_order = CloseOrder.MEMORY_POOL
+    _handle = 0  # (until the driver answers: a failed create leaves a readable object)
+    owned = False
 
     def __init__(self, context: Context | None = None, *, max_size: int = 0) -> None:
         ctx = resolve(context)
@@ -72,15 +76,17 @@ class MemoryPool(Resource):
 
     @classmethod
     def default(cls, context: Context | None = None) -> MemoryPool:
-        """The default pool of ``context``'s device: the one ``cuMemAllocAsync`` allocates from."""
+        """The default pool of ``context``'s device (what ``cuMemAllocAsync`` takes from, unless the current pool
+        was changed with ``cuDeviceSetMemPool``)."""
         ctx = resolve(context)
-        pool = cls.__new__(cls)
-        Resource.__init__(pool, ctx)
         ctx.activate()
         handle = c_void_p()
-        cu.cuDeviceGetDefaultMemPool(byref(handle), ctx.device.ordinal)
+        cu.cuDeviceGetDefaultMemPool(byref(handle), ctx.device.handle)
+        pool = cls.__new__(cls)
+        Resource.__init__(pool, ctx)
         pool._handle = handle.value or 0
         pool.owned = False  # the device's: nothing to destroy
+        pool.internal = True  # an object over the device's pool is no leak, kept or not (rawcuda.testing)
         return pool
 
     @property
@@ -91,7 +97,7 @@ class MemoryPool(Resource):
 
     def attribute(self, which: MemPoolAttribute) -> int:
         """One attribute, read with ``cuMemPoolGetAttribute`` (an int, or bytes as a 64-bit count)."""
-        which = MemPoolAttribute(which)
+        which = MemPoolAttribute(integer(which, "which"))
         value = c_int() if which in INT_ATTRIBUTES else c_uint64()
         self.context.activate()
         cu.cuMemPoolGetAttribute(self.handle, which, byref(value))
@@ -99,13 +105,16 @@ class MemoryPool(Resource):
 
     def set_attribute(self, which: MemPoolAttribute, value: int) -> None:
         """Set one attribute with ``cuMemPoolSetAttribute``, its value checked against the C type first."""
-        which = MemPoolAttribute(which)
-        if which in RESETTABLE and value != 0:
+        which = MemPoolAttribute(integer(which, "which"))
+        if which in READ_ONLY:
+            raise ValueError(f"{which.name} is what the pool measures: it can be read, not set")
+        number = integer(value, which.name.lower())
+        if which in RESETTABLE and number != 0:
             raise ValueError(f"{which.name} can only be reset, to 0 (cuda.h); got {value!r}")
         if which in INT_ATTRIBUTES:
-            c_value: c_int | c_uint64 = c_int(_count(value, which.name.lower(), high=1))
+            c_value: c_int | c_uint64 = c_int(_count(number, which.name.lower(), high=1))
         else:
-            c_value = c_uint64(_count(value, which.name.lower()))
+            c_value = c_uint64(_count(number, which.name.lower()))
         self.context.activate()
         cu.cuMemPoolSetAttribute(self.handle, which, byref(c_value))
 

@@ -27,12 +27,12 @@ from rawcuda.checked import cu
 from rawcuda.checked.errors import NotReadyError, StreamCaptureError
 from rawcuda.core.guards.capturedeferral import capture_deferral
 from rawcuda.core.guards.forgetcount import forgets
-from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamFlag
+from rawcuda.ffi.constants import EventFlag, EventWaitFlag, StreamCaptureStatus, StreamFlag
 
 from .closecounter import closes
 from .closeorder import CloseOrder
 from .context import Context, described, resolve
-from .hostfunc import HostCall, queue_host_call, report_host_calls
+from .hostfunc import HostCall, HostCalls, queue_host_call, raise_failures
 from .integers import integer, shown
 from .resource import Resource
 
@@ -105,7 +105,7 @@ class Stream(Resource):
         self._handle: int = handle.value or 0
         self._held: collections.deque[tuple[int, Any]] = collections.deque()
         self._spare_markers: list[int] = []  # completed marker events, kept for the next keep_alive
-        self._host_calls: list[HostCall] = []  # host functions queued here that have not run, or raised unseen
+        self._host_calls = HostCalls()  # host functions queued here: the ones not known to have run, failures unseen
         self._own(_destroy_stream, self._handle, self._spare_markers, self._held)
 
     @property
@@ -119,6 +119,7 @@ class Stream(Resource):
 
         The consumer borrows the handle: this Stream must stay open while they queue work on it.
         """
+        self.context.check_usable()  # a forked child's or a poisoned context's handle means nothing to them
         return (STREAM_PROTOCOL_VERSION, self.handle)
 
     def synchronize(self) -> None:
@@ -127,9 +128,7 @@ class Stream(Resource):
         self.context.activate()
         cu.cuStreamSynchronize(self._handle)
         self._release_held(all_done=True)
-        if self._host_calls:  # (every host function queued here has run now: the stream waited for it)
-            report_host_calls(self, self._host_calls)
-            self._host_calls = []
+        raise_failures(self, self._host_calls)  # (those queued before the synchronize have run: it waited for them)
 
     def launch_host_func(self, fn: Callable[..., Any], *args: Any) -> HostCall:
         """Queue ``fn(*args)`` after the work queued so far; the work queued after it waits until it returns.
@@ -140,14 +139,16 @@ class Stream(Resource):
         asked. Refused on a stream being captured: the graph would run it at every replay, or never.
         """
         self.check_open()
-        if self.capturing is not None:
+        self.context.activate()
+        status = c_int()
+        cu.cuStreamIsCapturing(self._handle, byref(status))  # a capture rawcuda did not start counts too
+        if self.capturing is not None or status.value != StreamCaptureStatus.NONE:
             raise ValueError(
                 f"{self!r} is being captured: a host function queued now would become a node of the graph, run at "
                 "every replay; queue it after the capture, on the stream that replays the graph"
             )
-        self.context.activate()
-        call = queue_host_call(self._handle, fn, args)
-        self._host_calls = [c for c in self._host_calls if not c.done or c.unreported_error is not None] + [call]
+        call = queue_host_call(self._handle, fn, args, self.context)
+        self._host_calls.add(call)
         return call
 
     def query(self) -> bool:

@@ -61,8 +61,27 @@ gone = weakref.ref(big)
 gc.disable()
 s.launch_host_func(lambda b: None, big)
 del big
-out["args_released"] = gone() is None
+held = gone() is not None  # it ran (the fake runs it at once), on what stands for the driver's thread ...
+s.synchronize()  # ... and is let go here, on ours: whatever it frees may call CUDA
+out["args_released"] = [held, gone() is None]
+
+def fails_with(arg):
+    raise ValueError("kept")
+
+failing = Big()
+gone = weakref.ref(failing)
+s.launch_host_func(fails_with, failing)
+del failing
+try:
+    s.synchronize()
+except HostFunctionError:
+    pass
+out["failure_released"] = gone() is None  # the kept exception's frames do not hold the arguments (gc is off)
 gc.enable()
+
+told = s.launch_host_func(boom, "asked")
+out["exception_counts_as_told"] = repr(told.exception())
+s.synchronize()  # quiet: exception() told the caller already
 
 
 out["not_callable"] = refused(lambda: s.launch_host_func(42))
@@ -93,7 +112,9 @@ def test_host_functions_run_with_their_arguments_and_report_what_they_raise(tmp_
     )
     assert out["sync_unseen"][1] == "KeyError('unseen')"
     assert out["sync_again"] == "quiet"  # reported once, not at every synchronize
-    assert out["args_released"] is True  # held until it ran, not after
+    assert out["args_released"] == [True, True]  # held until it ran, let go on the user's thread
+    assert out["failure_released"] is True
+    assert out["exception_counts_as_told"] == "KeyError('asked')"
     assert out["not_callable"].startswith("TypeError: launch_host_func takes a callable, not int 42")
     assert out["pending"] == 0  # every token was taken by its run
     assert out["closed"] is not None and "closed" in out["closed"]

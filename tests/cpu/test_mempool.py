@@ -43,6 +43,9 @@ out["refused"] = {
     "trim_negative": refused(lambda: pool.trim(-1)),
     "max_size": refused(lambda: MemoryPool(max_size=-4)),
     "no_such_attribute": refused(lambda: pool.attribute(99)),
+    "read_only": refused(lambda: pool.set_attribute(A.USED_MEM_CURRENT, 7)),
+    "bool_attribute": refused(lambda: pool.attribute(True)),
+    "text_reset": refused(lambda: pool.set_attribute(A.USED_MEM_HIGH, "0")),
 }
 out["repr"] = repr(pool)
 default = MemoryPool.default()
@@ -75,6 +78,9 @@ def test_a_pool_reads_and_sets_its_attributes_and_refuses_what_the_driver_would(
     assert refused["trim_negative"].startswith("ValueError: keep must be in [0,")
     assert refused["max_size"].startswith("ValueError: max_size must be in [0,")
     assert refused["no_such_attribute"].startswith("ValueError: 99 is not a valid MemPoolAttribute")
+    assert refused["read_only"] == "ValueError: USED_MEM_CURRENT is what the pool measures: it can be read, not set"
+    assert refused["bool_attribute"].startswith("TypeError: which is an int")
+    assert refused["text_reset"].startswith("TypeError: used_mem_high is an int")
     assert out["repr"].startswith("<MemoryPool new 0x") and out["default_repr"].startswith("<MemoryPool default 0x")
     assert out["destroyed"] == [1, 1]  # the new pool destroyed; the device's default one never
     assert out["closed"] is not None and "closed" in out["closed"]
