@@ -109,7 +109,8 @@ class HostCalls:
     """A stream's host functions: the ones not known to have run, in queue order, and the failures not yet told."""
 
     def __init__(self) -> None:
-        self._lock = threading.Lock()
+        # Reentrant: letting a call's arguments go may run a finalizer that queues on this very stream.
+        self._lock = threading.RLock()
         self.pending: deque[HostCall] = deque()
         self.failed: list[HostCall] = []
         self.more_failed = 0  # failures past KEPT_FAILURES, counted only
