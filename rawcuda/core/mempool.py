@@ -66,10 +66,10 @@ class MemoryPool(Resource):
         props.handleTypes = MemHandleType.NONE  # not exportable to another process
         props.location = CUmemLocation(MemLocationType.DEVICE, ctx.device.ordinal)
         props.maxSize = _count(max_size, "max_size")
-        super().__init__(ctx)
         ctx.activate()
         handle = c_void_p()
-        cu.cuMemPoolCreate(byref(handle), byref(props))
+        cu.cuMemPoolCreate(byref(handle), byref(props))  # first: a refusal leaves no half-made child in the context
+        super().__init__(ctx)
         self._handle: int = handle.value or 0
         self.owned = True
         self._own(_destroy_pool, self._handle)
