@@ -7,6 +7,7 @@
  * Module, Function, Stream, Event, DeviceBuffer) to be built through rawcuda's own code. Memory is host
  * memory from malloc; nothing runs. bench/fake/launch_fake.py builds it and says how to use it.
  */
+#include <pthread.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -83,7 +84,16 @@ CUresult cuDevicePrimaryCtxRetain(CUcontext *p, CUdevice d) {
 CUresult cuDevicePrimaryCtxRelease_v2(CUdevice d) { (void)d; if (primary_refs) primary_refs--; return SUCCESS; }
 CUresult cuDevicePrimaryCtxGetState(CUdevice d, unsigned *f, int *a) {
     (void)d; *f = 0; *a = primary_refs > 0; return SUCCESS; }
-CUresult cuCtxPushCurrent_v2(CUcontext c) { if (depth == STACK_DEPTH) return OUT_OF_MEMORY; stack[depth++] = c; return SUCCESS; }
+/* Host functions, deferred (fakelaunch_defer_host_functions(1)): each runs later on one worker thread, as the
+ * driver's own thread would, and a driver call made from inside one is counted (cuda.h forbids them). */
+static __thread int in_host_function;
+static int calls_inside_host_functions;
+#define NOT_PERMITTED 800                   /* CUDA_ERROR_NOT_PERMITTED */
+#define NOTE_CALL() do { if (in_host_function) calls_inside_host_functions++; } while (0)
+int fakelaunch_calls_inside_host_functions(void) { return calls_inside_host_functions; }
+static void wait_for_host_functions(CUstream s);
+
+CUresult cuCtxPushCurrent_v2(CUcontext c) { NOTE_CALL(); if (depth == STACK_DEPTH) return OUT_OF_MEMORY; stack[depth++] = c; return SUCCESS; }
 CUresult cuCtxPopCurrent_v2(CUcontext *p) {
     if (!depth) return INVALID_CONTEXT;
     CUcontext top = stack[--depth];
@@ -104,7 +114,7 @@ CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total) { *free_bytes = DEVI
 /* Memory: host memory, so that copies and memsets do what they say. */
 CUresult cuMemAlloc_v2(CUdeviceptr *d, size_t n) {
     void *p = malloc(n ? n : 1); if (!p) return OUT_OF_MEMORY; *d = (CUdeviceptr)(uintptr_t)p; return SUCCESS; }
-CUresult cuMemFree_v2(CUdeviceptr d) { free((void *)(uintptr_t)d); return SUCCESS; }
+CUresult cuMemFree_v2(CUdeviceptr d) { NOTE_CALL(); free((void *)(uintptr_t)d); return SUCCESS; }
 CUresult cuMemcpyHtoD_v2(CUdeviceptr d, const void *s, size_t n) { memcpy((void *)(uintptr_t)d, s, n); return SUCCESS; }
 CUresult cuMemcpyDtoH_v2(void *d, CUdeviceptr s, size_t n) { memcpy(d, (void *)(uintptr_t)s, n); return SUCCESS; }
 CUresult cuMemcpyHtoDAsync_v2(CUdeviceptr d, const void *s, size_t n, CUstream st) { (void)st; return cuMemcpyHtoD_v2(d, s, n); }
@@ -128,13 +138,18 @@ CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; 
 /* Streams and events: distinct handles, never busy. */
 CUresult cuStreamCreate(CUstream *s, unsigned flags) { (void)flags; *s = malloc(HANDLE_BYTES); return *s ? SUCCESS : OUT_OF_MEMORY; }
 CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority) { (void)priority; return cuStreamCreate(s, flags); }
-CUresult cuStreamDestroy_v2(CUstream s) { free(s); return SUCCESS; }
-CUresult cuStreamSynchronize(CUstream s) { (void)s; return SUCCESS; }
+CUresult cuStreamDestroy_v2(CUstream s) { NOTE_CALL(); free(s); return SUCCESS; }
+CUresult cuStreamSynchronize(CUstream s) {
+    NOTE_CALL();
+    if (in_host_function) return NOT_PERMITTED;  /* a real driver may deadlock instead */
+    wait_for_host_functions(s);
+    return SUCCESS;
+}
 CUresult cuStreamQuery(CUstream s) { (void)s; return SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { (void)s; (void)e; (void)f; return SUCCESS; }
 CUresult cuStreamIsCapturing(CUstream s, int *status) { (void)s; *status = 0; return SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned f) { (void)f; *e = malloc(HANDLE_BYTES); return *e ? SUCCESS : OUT_OF_MEMORY; }
-CUresult cuEventDestroy_v2(CUevent e) { free(e); return SUCCESS; }
+CUresult cuEventDestroy_v2(CUevent e) { NOTE_CALL(); free(e); return SUCCESS; }
 CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return SUCCESS; }
 CUresult cuEventQuery(CUevent e) { (void)e; return SUCCESS; }
 CUresult cuEventSynchronize(CUevent e) { (void)e; return SUCCESS; }
@@ -216,12 +231,69 @@ int fakelaunch_pools_created(void) { return pools_created; }
 int fakelaunch_pools_destroyed(void) { return pools_destroyed; }
 unsigned long long fakelaunch_pool_trimmed_to(void *pool) { return ((fake_pool *)pool)->trimmed_to; }
 
-/* A host function: called at once, as if everything queued before it had finished (nothing here runs late). */
+/* A host function: called at once, as if everything queued before it had finished -- or, deferred, queued for
+ * the worker, which runs them in order while the gate is open (closed, it stands for a long kernel before them). */
 typedef void (*CUhostFn)(void *);
+typedef struct queued { CUstream stream; CUhostFn fn; void *data; struct queued *next; } queued;
+static queued *first_queued, *last_queued;
+static int deferring, gate_closed, worker_started, running;
+static pthread_mutex_t queue_lock = PTHREAD_MUTEX_INITIALIZER;
+static pthread_cond_t queue_moved = PTHREAD_COND_INITIALIZER;
+static pthread_t worker;
+static void *run_host_functions(void *unused) {
+    (void)unused;
+    for (;;) {
+        pthread_mutex_lock(&queue_lock);
+        while (!first_queued || gate_closed) pthread_cond_wait(&queue_moved, &queue_lock);
+        queued *next = first_queued;
+        first_queued = next->next;
+        if (!first_queued) last_queued = NULL;
+        running++;
+        pthread_mutex_unlock(&queue_lock);
+        in_host_function = 1;
+        next->fn(next->data);
+        in_host_function = 0;
+        pthread_mutex_lock(&queue_lock);
+        running--;
+        free(next);
+        pthread_cond_broadcast(&queue_moved);
+        pthread_mutex_unlock(&queue_lock);
+    }
+    return NULL;
+}
+static int still_queued(CUstream s) {
+    int n = running;
+    for (queued *q = first_queued; q; q = q->next) n += !s || q->stream == s;
+    return n;
+}
+static void wait_for_host_functions(CUstream s) {
+    pthread_mutex_lock(&queue_lock);
+    while (still_queued(s)) pthread_cond_wait(&queue_moved, &queue_lock);
+    pthread_mutex_unlock(&queue_lock);
+}
+void fakelaunch_defer_host_functions(int on) { deferring = on; }
+void fakelaunch_gate(int closed) {
+    pthread_mutex_lock(&queue_lock);
+    gate_closed = closed;
+    pthread_cond_broadcast(&queue_moved);
+    pthread_mutex_unlock(&queue_lock);
+}
 CUresult cuLaunchHostFunc(CUstream stream, CUhostFn fn, void *data) {
-    (void)stream;
+    NOTE_CALL();
     if (!fn) return INVALID_VALUE;
-    fn(data);
+    if (!deferring) {
+        fn(data);
+        return SUCCESS;
+    }
+    queued *q = calloc(1, sizeof *q);
+    if (!q) return OUT_OF_MEMORY;
+    q->stream = stream, q->fn = fn, q->data = data;
+    pthread_mutex_lock(&queue_lock);
+    if (!worker_started) worker_started = !pthread_create(&worker, NULL, run_host_functions, NULL);
+    if (last_queued) last_queued->next = q; else first_queued = q;
+    last_queued = q;
+    pthread_cond_broadcast(&queue_moved);
+    pthread_mutex_unlock(&queue_lock);
     return SUCCESS;
 }
 

@@ -97,8 +97,8 @@ class HostCall:
         return self.done and self._error is not None and not self._reported
 
     def release(self) -> None:
-        """On a user thread, after it ran: let the callable and its arguments go."""
-        self.fn = self.args = self._value = None  # type: ignore[assignment]
+        """On a user thread, after it ran: let the callable and its arguments go (what it returned stays)."""
+        self.fn = self.args = None  # type: ignore[assignment]
 
     def __repr__(self) -> str:
         state = "pending" if not self.done else ("raised" if self._error is not None else "returned")

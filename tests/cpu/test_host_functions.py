@@ -120,3 +120,64 @@ def test_host_functions_run_with_their_arguments_and_report_what_they_raise(tmp_
     assert out["closed"] is not None and "closed" in out["closed"]
     assert out["protocol"] == [0, True, "int"]  # the __cuda_stream__ protocol, version 0: (0, the CUstream)
     assert out["protocol_closed"] is not None  # a closed stream hands out no handle
+
+
+# --- deferred: each host function runs later, on the fake's worker thread, as on the driver's own ---------------
+DEFERRED = (
+    CHILD_REFUSED
+    + r"""
+import ctypes, gc, json, sys, threading
+import rawcuda
+from rawcuda import DeviceBuffer, HostFunctionError, Stream
+
+fake = ctypes.CDLL(sys.argv[1])
+fake.fakelaunch_defer_host_functions(1)
+out = {}
+s = Stream()
+
+fake.fakelaunch_gate(1)  # a long kernel ahead of it
+call = s.launch_host_func(lambda: "ran")
+out["pending"] = [call.done, rawcuda.core.hostfunc.pending_calls()]
+fake.fakelaunch_gate(0)
+s.synchronize()
+out["after"] = [call.done, call.result()]
+
+# The call holds the last reference to a buffer: it must not be freed inside the host function.
+gc.disable()
+buf = DeviceBuffer.zeros(1024)
+s.launch_host_func(lambda b: None, buf)
+del buf
+fake.fakelaunch_gate(0)
+s.synchronize()
+out["calls_inside"] = fake.fakelaunch_calls_inside_host_functions()
+gc.enable()
+
+# Two threads queue failing host functions on one stream: every failure is told, by count, at the synchronize.
+def fail():
+    raise RuntimeError("x")
+
+N = 500
+fake.fakelaunch_gate(1)
+workers = [threading.Thread(target=lambda: [s.launch_host_func(fail) for _ in range(N)]) for _ in range(2)]
+for w in workers:
+    w.start()
+for w in workers:
+    w.join()
+fake.fakelaunch_gate(0)
+try:
+    s.synchronize()
+    out["told"] = None
+except HostFunctionError as exc:
+    out["told"] = str(exc).split(" host function(s)")[0]
+print(json.dumps(out))
+"""
+)
+
+
+@pytest.mark.skipif(shutil.which("cc") is None, reason="no C compiler (cc) to build bench/fake/fakelaunch.c")
+def test_deferred_host_functions_wait_let_go_on_our_thread_and_are_all_told(tmp_path: Path) -> None:
+    out: dict[str, Any] = over_fake_launch(DEFERRED, tmp_path)
+    assert out["pending"] == [False, 1]  # behind the "kernel": not run, held by the registry
+    assert out["after"] == [True, "ran"]
+    assert out["calls_inside"] == 0  # before: cuCtxPushCurrent, cuMemFree and a pop, inside the host function
+    assert out["told"] == str(2 * 500)  # before: the two threads' rebuilt lists lost some of them
