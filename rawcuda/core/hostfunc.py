@@ -143,14 +143,17 @@ class HostCalls:
 
 def raise_failures(stream: Any, calls: HostCalls) -> None:
     """After ``stream`` synchronized: HostFunctionError for what its host functions raised unseen."""
+    if not (calls.pending or calls.failed):  # no host function queued since the last look: no lock taken
+        return
     errors, more = calls.take_failures()
-    if errors or more:
-        first = errors[0] if errors else None
-        count = len(errors) + more
-        raise HostFunctionError(
-            f"{count} host function(s) queued on {stream!r} raised; the first raised "
-            f"{type(first).__name__}: {first} (HostCall.result() raises each one's)"
-        ) from first
+    if not (errors or more):
+        return
+    count = len(errors) + more
+    first = errors[0] if errors else None
+    said = f"the first raised {type(first).__name__}: {first}" if first is not None else "each one counted only"
+    raise HostFunctionError(
+        f"{count} host function(s) queued on {stream!r} raised; {said} (HostCall.result() raises each one's)"
+    ) from first
 
 
 _registry: dict[int, HostCall] = {}
