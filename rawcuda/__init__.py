@@ -67,6 +67,7 @@ _LAZY: dict[str, str] = {
     "Timing": "rawcuda.core.event",
     "HostCall": "rawcuda.core.hostfunc",
     "MemoryPool": "rawcuda.core.mempool",
+    "PoolBuffer": "rawcuda.core.poolbuffer",
     "HostFunctionError": "rawcuda.core.hostfunc",
     "time_ms": "rawcuda.core.event",
     "DeviceBuffer": "rawcuda.core.devicebuffer",

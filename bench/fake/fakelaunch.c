@@ -135,6 +135,10 @@ CUresult cuModuleUnload(void *m) { (void)m; return SUCCESS; }
 CUresult cuFuncGetAttribute(int *pi, int a, void *f) { (void)f; *pi = a == FUNC_MAX_THREADS_PER_BLOCK ? 1024 : 0; return SUCCESS; }
 CUresult cuFuncSetAttribute(void *f, int a, int v) { (void)f; (void)a; (void)v; return SUCCESS; }
 
+/* Which stream each event was last recorded on, and the last cross-stream wait: the CPU tests read back how a
+ * pool buffer's free was ordered (the stream waited on, then the stream freed on). */
+static CUstream last_recorded_on, last_waiter, last_waited_for;
+static CUevent last_recorded;
 /* Streams and events: distinct handles, never busy. */
 CUresult cuStreamCreate(CUstream *s, unsigned flags) { (void)flags; *s = malloc(HANDLE_BYTES); return *s ? SUCCESS : OUT_OF_MEMORY; }
 CUresult cuStreamCreateWithPriority(CUstream *s, unsigned flags, int priority) { (void)priority; return cuStreamCreate(s, flags); }
@@ -146,11 +150,15 @@ CUresult cuStreamSynchronize(CUstream s) {
     return SUCCESS;
 }
 CUresult cuStreamQuery(CUstream s) { (void)s; return SUCCESS; }
-CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) { (void)s; (void)e; (void)f; return SUCCESS; }
+CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) {
+    (void)f; last_waiter = s; last_waited_for = e == last_recorded ? last_recorded_on : NULL; return SUCCESS; }
+CUstream fakelaunch_last_waiter(void) { return last_waiter; }
+CUstream fakelaunch_last_waited_for(void) { return last_waited_for; }
+CUresult cuStreamGetCtx(CUstream s, CUcontext *c) { (void)s; *c = &primary; return SUCCESS; }
 CUresult cuStreamIsCapturing(CUstream s, int *status) { (void)s; *status = 0; return SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned f) { (void)f; *e = malloc(HANDLE_BYTES); return *e ? SUCCESS : OUT_OF_MEMORY; }
 CUresult cuEventDestroy_v2(CUevent e) { NOTE_CALL(); free(e); return SUCCESS; }
-CUresult cuEventRecord(CUevent e, CUstream s) { (void)e; (void)s; return SUCCESS; }
+CUresult cuEventRecord(CUevent e, CUstream s) { last_recorded = e; last_recorded_on = s; return SUCCESS; }
 CUresult cuEventQuery(CUevent e) { (void)e; return SUCCESS; }
 CUresult cuEventSynchronize(CUevent e) { (void)e; return SUCCESS; }
 
@@ -227,6 +235,36 @@ CUresult cuMemPoolGetAttribute(void *pool, int attr, void *value) {
     else *(unsigned long long *)value = ((fake_pool *)pool)->attr[attr];
     return SUCCESS;
 }
+/* Stream-ordered memory: host memory again; the pool's USED_MEM_CURRENT counts it (a free's size is kept in a
+ * header), and the stream of the last allocation and of the last free are kept for the CPU tests. */
+#define ALLOC_HEADER 16
+static CUstream last_alloc_stream, last_free_stream;
+static int async_allocations, async_frees;
+CUresult cuMemAllocFromPoolAsync(CUdeviceptr *d, size_t n, void *pool, CUstream s) {
+    NOTE_CALL();
+    if (!pool || !n) return INVALID_VALUE;
+    unsigned char *p = malloc(n + ALLOC_HEADER);
+    if (!p) return OUT_OF_MEMORY;
+    *(void **)p = pool; *(size_t *)(p + sizeof(void *)) = n;
+    ((fake_pool *)pool)->attr[POOL_USED_CURRENT] += n;
+    last_alloc_stream = s; async_allocations++;
+    *d = (CUdeviceptr)(uintptr_t)(p + ALLOC_HEADER);
+    return SUCCESS;
+}
+CUresult cuMemAllocAsync(CUdeviceptr *d, size_t n, CUstream s) { return cuMemAllocFromPoolAsync(d, n, &default_pool, s); }
+CUresult cuMemFreeAsync(CUdeviceptr d, CUstream s) {
+    NOTE_CALL();
+    if (!d) return INVALID_VALUE;
+    unsigned char *p = (unsigned char *)(uintptr_t)d - ALLOC_HEADER;
+    ((fake_pool *)*(void **)p)->attr[POOL_USED_CURRENT] -= *(size_t *)(p + sizeof(void *));
+    free(p);
+    last_free_stream = s; async_frees++;
+    return SUCCESS;
+}
+CUstream fakelaunch_last_alloc_stream(void) { return last_alloc_stream; }
+CUstream fakelaunch_last_free_stream(void) { return last_free_stream; }
+int fakelaunch_async_allocations(void) { return async_allocations; }
+int fakelaunch_async_frees(void) { return async_frees; }
 int fakelaunch_pools_created(void) { return pools_created; }
 int fakelaunch_pools_destroyed(void) { return pools_destroyed; }
 unsigned long long fakelaunch_pool_trimmed_to(void *pool) { return ((fake_pool *)pool)->trimmed_to; }

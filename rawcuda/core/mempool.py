@@ -4,8 +4,8 @@
 ``cuMemAlloc``/``cuMemFree``. Freed memory stays reserved in the pool for the next allocation, up to its release
 threshold: zero by default, so at every synchronization the pool gives back all it does not use. A program that
 allocates in a loop sets the threshold high, and the pool stops going back to the driver. Reading ``reserved``
-and ``used`` shows which happens. Allocating from a pool on a stream is the next step (docs/hazards.md,
-"Memory pools").
+and ``used`` shows which happens. :class:`~rawcuda.core.poolbuffer.PoolBuffer` allocates from one on a stream
+(docs/hazards.md, "Memory pools").
 """
 
 from __future__ import annotations
@@ -34,6 +34,7 @@ RESETTABLE = frozenset({MemPoolAttribute.RESERVED_MEM_HIGH, MemPoolAttribute.USE
 #: What the pool measures and no one sets (cuda.h lists them for cuMemPoolGetAttribute only).
 READ_ONLY = frozenset({MemPoolAttribute.RESERVED_MEM_CURRENT, MemPoolAttribute.USED_MEM_CURRENT})
 MAX_U64 = 2**64 - 1
+_DEFAULT_KEY = __name__  # this module's entry in Context.cache: the default pool's object
 
 
 def _count(value: object, what: str, high: int = MAX_U64) -> int:
@@ -79,6 +80,9 @@ class MemoryPool(Resource):
         """The default pool of ``context``'s device (what ``cuMemAllocAsync`` takes from, unless the current pool
         was changed with ``cuDeviceSetMemPool``)."""
         ctx = resolve(context)
+        known = ctx.cache.get(_DEFAULT_KEY)
+        if known is not None and not known.closed:
+            return known  # one object per context: a PoolBuffer asks at every allocation
         ctx.activate()
         handle = c_void_p()
         cu.cuDeviceGetDefaultMemPool(byref(handle), ctx.device.handle)
@@ -87,6 +91,7 @@ class MemoryPool(Resource):
         pool._handle = handle.value or 0
         pool.owned = False  # the device's: nothing to destroy
         pool.internal = True  # an object over the device's pool is no leak, kept or not (rawcuda.testing)
+        ctx.cache[_DEFAULT_KEY] = pool
         return pool
 
     @property

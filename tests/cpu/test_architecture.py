@@ -90,6 +90,10 @@ GUARD_SEAM = {
     ("rawcuda.extras.foreign", "capturedeferral.capture_deferral"),
     ("rawcuda.extras.foreign", "foreignorder.order_after"),
     ("rawcuda.extras.growable", "pending.PendingStream"),
+    ("rawcuda.core.poolbuffer", "pending.PendingStream"),
+    ("rawcuda.core.poolbuffer", "pending.LEGACY_HANDLE"),
+    ("rawcuda.core.poolbuffer", "pending.legacy_stream"),
+    ("rawcuda.core.poolbuffer", "capturedeferral.capture_deferral"),
     ("rawcuda.testing.leaks", "contextregistry.live_contexts"),
 }
 GUARDS = "rawcuda.core.guards"

@@ -11,7 +11,7 @@ from __future__ import annotations
 from ctypes import POINTER, c_size_t, c_void_p
 
 from ..decl import decl
-from ..types import CUdevice, CUmemoryPool, CUmemPoolProps, P, enum
+from ..types import CUdevice, CUdeviceptr, CUmemoryPool, CUmemPoolProps, CUstream, P, enum
 
 ENTRIES = [
     decl(
@@ -30,6 +30,16 @@ ENTRIES = [
         POINTER(CUmemPoolProps),
     ),
     decl("CUresult cuMemPoolDestroy(CUmemoryPool pool)", "cuMemPoolDestroy", CUmemoryPool),
+    # From a given pool, not the device's current one: a PoolBuffer names its pool.
+    decl(
+        "CUresult cuMemAllocFromPoolAsync(CUdeviceptr *dptr, size_t bytesize, CUmemoryPool pool, CUstream hStream)",
+        "cuMemAllocFromPoolAsync",
+        P(CUdeviceptr),
+        c_size_t,
+        CUmemoryPool,
+        CUstream,
+        allocates=1,
+    ),
     decl(
         "CUresult cuMemPoolTrimTo(CUmemoryPool pool, size_t minBytesToKeep)", "cuMemPoolTrimTo", CUmemoryPool, c_size_t
     ),
