@@ -16,7 +16,6 @@ from typing import Any
 import numpy as np
 
 from rawcuda.checked import cu
-from rawcuda.checked.errors import StreamCaptureError
 from rawcuda.core.guards.capturedeferral import capture_deferral
 from rawcuda.core.guards.pending import LEGACY_HANDLE, PendingStream, legacy_stream
 from rawcuda.protocols.dlpack import is_device_array
@@ -77,7 +76,7 @@ class PoolBuffer(DeviceBuffer):
         if nbytes == 0:
             return 0  # an empty buffer owns no memory (the driver refuses 0 bytes)
         if stream is not None and stream.capturing is not None:
-            raise StreamCaptureError(
+            raise ValueError(
                 f"{stream!r} is being captured: an allocation there would become a graph memory node, which the "
                 "graph would own. Allocate before the capture begins, or on another stream"
             )
@@ -100,7 +99,7 @@ class PoolBuffer(DeviceBuffer):
             for ref in self.pending.streams:
                 stream = ref()
                 if stream is not None and not stream.closed and stream.capturing is not None:
-                    raise StreamCaptureError(
+                    raise ValueError(
                         f"{self!r} has work pending on {stream!r}, which is being captured: a free there would "
                         "become a graph node. Close the buffer after the capture ends"
                     )
