@@ -10,7 +10,9 @@ and ``used`` shows which happens. :class:`~rawcuda.core.poolbuffer.PoolBuffer` a
 
 from __future__ import annotations
 
+import weakref
 from ctypes import byref, c_int, c_uint64, c_void_p
+from typing import Any
 
 from rawcuda.checked import cu
 from rawcuda.ffi.constants import MemAllocationType, MemHandleType, MemLocationType, MemPoolAttribute
@@ -73,7 +75,17 @@ class MemoryPool(Resource):
         super().__init__(ctx)
         self._handle: int = handle.value or 0
         self.owned = True
+        self.buffers: weakref.WeakSet[Any] = weakref.WeakSet()  # the PoolBuffers taken from it, while they live
         self._own(_destroy_pool, self._handle)
+
+    def close(self) -> None:
+        """Destroy a new pool (the default one's object destroys nothing); refused while a buffer from it is open.
+
+        Why refused: its memory would be used after the pool went (a crash on the H200). Close the buffers first.
+        """
+        if self.owned and not self._closed and any(not b.closed for b in list(self.buffers)):
+            raise ValueError(f"{self!r} still has open buffers: close them first (closing the context closes both)")
+        super().close()
 
     @classmethod
     def default(cls, context: Context | None = None) -> MemoryPool:

@@ -69,6 +69,8 @@ class PoolBuffer(DeviceBuffer):
         self.pool = pool
         self._stream = stream
         super().__init__(shape, dtype, ctx)
+        if pool.owned:
+            pool.buffers.add(self)
 
     def _allocate(self, ctx: Context, nbytes: int) -> int:
         stream = self._stream

@@ -73,6 +73,12 @@ out["refused"] = {
     "overflow": refused(lambda: PoolBuffer((2**32, 2**32), np.float32, stream=a)),
     "gpu_array": refused(lambda: PoolBuffer.from_array(zeros)),
 }
+early = MemoryPool()
+held = PoolBuffer(4, pool=early, stream=a)
+out["pool_closed_early"] = refused(early.close)
+held.close()
+early.close()
+out["pool_closed_after"] = early.closed
 frees = fake.fakelaunch_async_frees()
 destroyed = fake.fakelaunch_pools_destroyed()
 rawcuda.default_context().close()
@@ -103,4 +109,10 @@ def test_a_pool_buffer_is_freed_after_its_pending_work_on_the_last_stream_that_u
     assert refused["shape"].startswith("ValueError: ")
     assert refused["overflow"].startswith("ValueError: ")
     assert refused["gpu_array"].startswith("TypeError: from_array copies host arrays")
+    # A pool destroyed under its open buffer crashed the H200 at the buffer's next use: refused, by name.
+    assert (
+        out["pool_closed_early"].startswith("ValueError: <MemoryPool new")
+        and "close them first" in out["pool_closed_early"]
+    )
+    assert out["pool_closed_after"]
     assert out["context_close"] == [True, 1, 1]  # the buffer freed, then its pool destroyed
