@@ -9,7 +9,8 @@ difference between neighbours, measured in the same rounds (bench/fake/launch_fa
     config         + the pack's last launch on this stream looked up (one dict lookup by id) and its
                    configuration compared
     arguments      + the close count compared and the identity check of the arguments (a generated lambda)
-    context        + the context's usable check and the two notes a launch leaves (last launch, last config)
+    context        + the two notes a launch leaves (the context's last launch, the Function's last record);
+                   the usable check costs nothing here: an unusable context moves the close count
     record         + the one integer compared that stands for the pending-work record: the whole fast path
 
 Each method repeats the one before it on purpose: a shared helper would add a call to every step, and the
@@ -33,91 +34,76 @@ class Anatomy:
     def __init__(self, fn: Any, stream: Any, args: tuple[Any, ...]) -> None:
         prepared = fn.prepare(1, BLOCK, 0, stream)
         self.packed = fn.pack(args)
-        self.packed.launches[id(stream)] = (1, BLOCK, 0, prepared, forgets.value)  # as a first launch leaves it
-        self.only = prepared
+        call = (*prepared, self.packed.array, None)
+        self.packed.launches[id(stream)] = (1, BLOCK, 0, prepared, forgets.value, call)  # as a first launch leaves it
+        self.only = call
         self.context = fn.context
         self.ref = fn.ref
         self.last_launch: Any = None
-        launch_kernel.call(prepared[0], prepared[1], self.packed.array, None)  # binds the slot
+        launch_kernel.call(*call)  # binds the slot
 
     def signature(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
-        prepared = self.only
-        launch_kernel.call(prepared[0], prepared[1], self.packed.array, None)
+        launch_kernel.call(*self.only)
 
     def config(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        last = packed.launches.get(id(stream))
+        last = packed.launches[id(stream)]
         if not (
-            last is not None
-            and (last[0] == grid) is True
-            and (last[1] == block) is True
-            and (last[2] == shared_mem) is True
+            (last[0] is grid or (last[0] == grid) is True)
+            and (last[1] is block or (last[1] == block) is True)
+            and (last[2] is shared_mem or (last[2] == shared_mem) is True)
         ):
             raise RuntimeError("the anatomy's configuration does not match")
-        prepared = last[3]
-        launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        launch_kernel.call(*last[5])
 
     def arguments(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        last = packed.launches.get(id(stream))
+        last = packed.launches[id(stream)]
         if not (
-            last is not None
-            and (last[0] == grid) is True
-            and (last[1] == block) is True
-            and (last[2] == shared_mem) is True
+            (last[0] is grid or (last[0] == grid) is True)
+            and (last[1] is block or (last[1] == block) is True)
+            and (last[2] is shared_mem or (last[2] == shared_mem) is True)
             and packed.generation == closes.generation
             and packed.same(args)
         ):
             raise RuntimeError("the anatomy's pack no longer matches: something was closed")
-        prepared = last[3]
-        launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        launch_kernel.call(*last[5])
 
     def context_notes(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        last = packed.launches.get(id(stream))
+        last = packed.launches[id(stream)]
         if not (
-            last is not None
-            and (last[0] == grid) is True
-            and (last[1] == block) is True
-            and (last[2] == shared_mem) is True
+            (last[0] is grid or (last[0] == grid) is True)
+            and (last[1] is block or (last[1] == block) is True)
+            and (last[2] is shared_mem or (last[2] == shared_mem) is True)
             and packed.generation == closes.generation
             and packed.same(args)
         ):
             raise RuntimeError("the anatomy's pack no longer matches: something was closed")
-        ctx = self.context
-        if ctx.unusable is not None:
-            ctx.check_usable()
-        prepared = last[3]
-        rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        rc = launch_kernel.call(*last[5])
         if rc:
             raise RuntimeError(f"launch failed: {rc}")
-        ctx.last_launch_ref = self.ref
+        self.context.last_launch_ref = self.ref
         self.last_launch = last
 
     def record(self, grid: Any, block: Any, *args: Any, shared_mem: int = 0, stream: Any = None) -> None:
         packed = self.packed
-        sid = id(stream)
-        last = packed.launches.get(sid)
+        last = packed.launches[id(stream)]
         if not (
-            last is not None
-            and (last[0] == grid) is True
-            and (last[1] == block) is True
-            and (last[2] == shared_mem) is True
+            (last[0] is grid or (last[0] == grid) is True)
+            and (last[1] is block or (last[1] == block) is True)
+            and (last[2] is shared_mem or (last[2] == shared_mem) is True)
             and packed.generation == closes.generation
             and packed.same(args)
         ):
             raise RuntimeError("the anatomy's pack no longer matches: something was closed")
-        ctx = self.context
-        if ctx.unusable is not None:
-            ctx.check_usable()
-        prepared = last[3]
-        rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        rc = launch_kernel.call(*last[5])
         if rc:
             raise RuntimeError(f"launch failed: {rc}")
-        ctx.last_launch_ref = self.ref
+        self.context.last_launch_ref = self.ref
         self.last_launch = last
         if last[4] != forgets.value:  # an export measured before moved it: seen again
-            packed.launches[sid] = (*last[:4], forgets.value)
+            packed.launches[id(stream)] = (*last[:4], forgets.value, last[5])
 
 
 #: The steps in order, each one the one before plus one step of the fast path.

@@ -48,7 +48,7 @@ class BoundLaunch:
         prepared = fn.prepare(grid, block, shared_mem, stream)
         packed = fn.pack(self.args)
         self._call = (*prepared, packed.array, None)  # every driver argument, as ctypes objects
-        self._as_launch = (grid, block, shared_mem, prepared, UNSEEN)  # what the Function's last_launch then holds
+        self._as_launch = (grid, block, shared_mem, prepared, UNSEEN, self._call)  # the Function's last_launch then
         self._packed = packed  # keeps the slots the array points into alive
         self._reread = not packed.key and bool(self.args)  # not reusable: bytes or another library's array
         self._bound_at = bound_at
@@ -62,6 +62,7 @@ class BoundLaunch:
 
     def _refresh(self) -> None:
         """Before a call: bind again if anything closed; read a foreign array again; wait for its stream."""
+        self._context.check_usable()  # a call skips it: an unusable context moved the close count
         if self._bound_at != closes.generation:
             self._bind()
         elif self._reread:  # a foreign array: its address and stream are read again at every launch
@@ -74,20 +75,17 @@ class BoundLaunch:
 
     def __call__(self) -> None:
         """Launch again; re-check first if anything was closed since."""
-        if self._generation != closes.generation:
+        if self._generation != closes.generation:  # (it also moves when the context becomes unusable)
             self._refresh()
-        ctx = self._context
-        if ctx.unusable is not None:
-            ctx.check_usable()
         rc = launch_kernel.call(*self._call)
         if rc:
-            launch_failed(rc, ctx, self._call)
-        ctx.last_launch_ref = self._ref
+            launch_failed(rc, self._context, self._call)
+        self._context.last_launch_ref = self._ref
         self.function.last_launch = self._as_launch
         if self._seen != forgets.value:  # as in Function.launch: nothing to record most of the time
             self._record()
         if SYNC_LAUNCHES:
-            ctx.synchronize()
+            self._context.synchronize()
 
     def _record(self) -> None:
         """As ``Function._record``: the stream recorded on the buffers' memory, or the use handed to the graph."""

@@ -32,6 +32,7 @@ from rawcuda.checked.process import env_flag
 from rawcuda.core.guards.current import make_current
 from rawcuda.ffi.constants import CtxFlag, Limit
 
+from .closecounter import closes
 from .closeorder import CloseOrder
 from .device import Device
 from .guards import contextregistry, contextstack
@@ -255,7 +256,7 @@ class Context:
             self.cache.clear()
             self._finalizer.detach()
             self._closed = True
-            self.unusable = "the context was closed"
+            self._mark_unusable("the context was closed")
             _forget_default(self)
             with self._hold_lock:  # if a host view still points into it, the last view releases it
                 self._release_deferred = self._holds > 0
@@ -324,11 +325,18 @@ class Context:
     def poison(self, error: CudaError) -> None:
         """Mark this context unusable after a sticky error. contextregistry calls it for every context."""
         if self._poison is None:
-            self._poison, self.unusable = error, "poisoned"
+            self._poison = error
+            self._mark_unusable("poisoned")
+
+    def _mark_unusable(self, reason: str) -> None:
+        """Set the reason every use now raises, and move the close count: a cached launch checks only that."""
+        # Why: docs/hazards.md, "An unusable context moves the close count".
+        self.unusable = reason
+        closes.generation += 1
 
     def mark_forked(self) -> None:
         """Called in a forked child. Every use then raises ForkedProcessError. Locks lost threads held are replaced."""
-        self.unusable = _FORKED
+        self._mark_unusable(_FORKED)
         self._lock, self._hold_lock = threading.RLock(), threading.Lock()
 
     @property

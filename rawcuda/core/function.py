@@ -183,43 +183,36 @@ class Function:
         # the same configuration again, and the same arguments, and nothing closed since -- the common case.
         # Why: docs/hazards.md, "The launch cache holds streams by id", "A launch checks its pack's own generation".
         packed = self._packed
-        sid = id(stream)
-        last = packed.launches.get(sid)
-        # `is True`: an array's == answers an array (truthy for one element), and the slow path refuses arrays.
+        # `is` first: the same small int again is the common case, and an identity costs no comparison call.
+        # `is True` after ==: an array's == answers an array (truthy for one element); the slow path refuses arrays.
         try:
+            last = packed.launches[id(stream)]
             again = (
-                last is not None
-                and (last[0] == grid) is True
-                and (last[1] == block) is True
-                and (last[2] == shared_mem) is True
-                and packed.generation == closes.generation
+                (last[0] is grid or (last[0] == grid) is True)
+                and (last[1] is block or (last[1] == block) is True)
+                and (last[2] is shared_mem or (last[2] == shared_mem) is True)
+                and packed.generation == closes.generation  # also moves when a context becomes unusable
                 and packed.same(args)
             )
-        except Exception:  # a grid that cannot be compared with a tuple (an array): the slow path says what is wrong
+        except Exception:  # no launch on this stream yet, or a grid that cannot be compared: the slow path
             again = False
         if not again:
             last, packed = self._turn(grid, block, shared_mem, stream, args)
-        ctx = self.context
-        # The attribute first: check_usable() is a method call, paid only when it is set.
-        # Why: docs/hazards.md, "Small savings on the launch path".
-        if ctx.unusable is not None:
-            ctx.check_usable()  # no activate(): rawcuda.core.guards.current says why a launch need not ask
-        prepared = last[3]
-        rc = launch_kernel.call(prepared[0], prepared[1], packed.array, None)
+        rc = launch_kernel.call(*last[5])  # (a tuple passed whole: ctypes builds no new one)
         if rc:
-            launch_failed(rc, ctx, (*prepared, packed.array, None))
-        ctx.last_launch_ref = self.ref  # named in the error if a sticky fault ever poisons the context
+            launch_failed(rc, self.context, last[5])
+        self.context.last_launch_ref = self.ref  # named in the error if a sticky fault ever poisons the context
         self.last_launch = last
         # Nothing to record while this pack's buffers all list this stream and no capture began since.
         # Why: docs/hazards.md, "Pending work" (one integer, however many buffers and streams take turns).
         if last[4] != forgets.value:
             self._record(stream, packed, args, last)
         if SYNC_LAUNCHES:
-            ctx.synchronize()
+            self.context.synchronize()
 
     def _turn(
         self, grid: Any, block: Any, shared_mem: int, stream: Stream | None, args: tuple[Any, ...]
-    ) -> tuple[tuple[Any, Any, int, tuple[Any, ...], int], Packed]:
+    ) -> tuple[tuple[Any, ...], Packed]:
         """Not the latest pack's launch: a recent pack's (argument sets taking turns), or else the slow path."""
         history = self._history
         found = history.launch_on(id(stream), grid, block, shared_mem, args, closes.generation)
@@ -235,11 +228,12 @@ class Function:
 
     def _checked(
         self, grid: Any, block: Any, shared_mem: int, stream: Stream | None, args: tuple[Any, ...]
-    ) -> tuple[tuple[Any, Any, int, tuple[Any, ...], int], Packed]:
+    ) -> tuple[tuple[Any, ...], Packed]:
         """The slow path of a launch: the configuration validated and the arguments packed, where needed.
 
         Returns the pack's new record of its launch on this stream, and the pack.
         """
+        self.context.check_usable()  # the fast path skips it: an unusable context moved the close count
         generation = closes.generation
         key = (hashable(grid), hashable(block), shared_mem, id(stream))
         try:  # (a grid given as a list is cached as a tuple)
@@ -259,14 +253,13 @@ class Function:
         # The record belongs to the pack and the stream, not the configuration: a new grid keeps it.
         before = packed.launches.get(id(stream))
         # The configuration as validated, a copy: a list given as the grid could change after this launch.
-        last = (key[0], key[1], shared_mem, prepared, UNSEEN if before is None else before[4])
+        count = UNSEEN if before is None else before[4]
+        last = (key[0], key[1], shared_mem, prepared, count, (*prepared, packed.array, None))
         if closes.generation == generation:  # nothing closed meanwhile: the next launch may trust it all
             packed.launches[id(stream)] = last
         return last, packed
 
-    def _record(
-        self, stream: Stream | None, packed: Packed, args: tuple[Any, ...], last: tuple[Any, Any, int, Any, int]
-    ) -> None:
+    def _record(self, stream: Stream | None, packed: Packed, args: tuple[Any, ...], last: tuple[Any, ...]) -> None:
         """After a launch: its stream recorded on its buffers' memory, or its use handed to the capturing graph."""
         count = forgets.value  # before the capture check: a capture begun after it moves the count again
         if stream is not None and stream.capturing is not None:
@@ -277,7 +270,7 @@ class Function:
         if packed.pending:  # the buffers' memory it may still be writing (views share their base's)
             count = record_on(packed.pending, self.legacy if stream is None else stream)
         if packed.launches.get(id(stream)) is last:  # (not kept when a close came during the slow path)
-            packed.launches[id(stream)] = renewed = (*last[:4], count)
+            packed.launches[id(stream)] = renewed = (*last[:4], count, last[5])
             if self.last_launch is last:  # _turn reads the run of launches from it: the run goes on
                 self.last_launch = renewed
 

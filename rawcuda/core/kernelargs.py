@@ -347,7 +347,7 @@ class Packed:
         slots: list[Any],
         waits: list[int],
         pending: tuple[PendingStream, ...],
-        launches: dict[int, tuple[Any, Any, int, tuple[Any, ...], int]],
+        launches: dict[int, tuple[Any, ...]],
     ) -> None:
         self.key = key  # what identity_key remembers of the arguments (weak references to buffers)
         self.same = same  # same(args): the same arguments again (the key is bound into it)?
@@ -357,8 +357,8 @@ class Packed:
         self.waits = waits  # streams of foreign arrays the launch must be ordered after (interop.order_after)
         self.pending = pending  # where the launch records its stream: the buffers', once each (views share)
         # id(stream) -> this pack's last launch there: (grid, block, shared_mem, the prepared driver arguments,
-        # and the forgets.value at which every entry of `pending` listed that stream, or UNSEEN). function.py
-        # reads it.
+        # the forgets.value at which every entry of `pending` listed that stream or UNSEEN, and the whole
+        # cuLaunchKernelEx argument tuple). function.py reads it.
         self.launches = launches
 
 
@@ -366,7 +366,7 @@ class Packed:
 UNSEEN = -1  # forgets.value starts at 0 and only grows
 
 #: The launch record of a kernel never launched: no configuration, no driver arguments.
-NO_LAUNCH: tuple[Any, Any, int, tuple[Any, ...], int] = (None, None, 0, (), UNSEEN)
+NO_LAUNCH: tuple[Any, ...] = (None, None, 0, (), UNSEEN, ())
 
 #: The pack a kernel starts with: it matches no arguments, so the first launch packs.
 EMPTY_PACK = Packed((), _never, None, -1, [], [], (), {})

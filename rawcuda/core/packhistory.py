@@ -40,11 +40,11 @@ class PackHistory:
         for packed in self.recent:
             last = packed.launches.get(sid)
             try:
-                again = (
+                again = (  # as launch() compares (function.py says why `is` first and `is True`)
                     last is not None
-                    and (last[0] == grid) is True
-                    and (last[1] == block) is True
-                    and (last[2] == shared_mem) is True
+                    and (last[0] is grid or (last[0] == grid) is True)
+                    and (last[1] is block or (last[1] == block) is True)
+                    and (last[2] is shared_mem or (last[2] == shared_mem) is True)
                     and packed.generation == generation
                     and packed.same(args)
                 )
