@@ -44,7 +44,8 @@ Two streams and many buffers (each loop alternates two launches, so it has the s
   ops_vector_add                  rawcuda.ops.vector_add(c, a, b, stream): its checks, then Function.launch
 
 The penalties (``penalties`` in the JSON) are medians of per-round differences, in µs per launch: a two-stream
-loop minus its one-stream loop, measured in the same round.
+loop minus its one-stream loop, measured in the same round. The targets are differences of the same kind:
+Function.launch minus cuda.core's launch, and the bound launch minus cuda.bindings with prebuilt kernelParams.
 
 Usage: python bench/launch_overhead.py [--out DIR]   (writes launch_overhead.json / .md there)
 """
@@ -96,7 +97,7 @@ PTX_WIDE = """
 }
 """
 
-#: (penalty name, the two-stream variant, its one-stream variant).
+#: (name, a variant, the variant it is compared with round by round): the penalties, then the targets.
 PENALTIES = (
     ("driver: two streams taking turns", "bare_ctypes_ex_two_streams", "bare_ctypes_ex"),
     ("Function.launch: two streams taking turns, 3 buffers", "rawcuda_launch_two_streams", "rawcuda_launch"),
@@ -108,6 +109,12 @@ PENALTIES = (
     ("Function.launch: a new int object for the count at every call", "rawcuda_launch_new_ints", "rawcuda_launch"),
     ("driver: two kernelParams arrays taking turns", "bare_ctypes_ex_ping_pong", "bare_ctypes_ex"),
     ("Function.launch: two argument sets taking turns", "rawcuda_launch_ping_pong", "rawcuda_launch"),
+    # The targets, as differences measured round by round: the host's speed drifts between rounds, and a
+    # difference of two neighbours in one round does not.
+    ("Function.launch minus cuda.core's launch", "rawcuda_launch", "cuda_core"),
+    ("bound launch minus cuda.bindings with prebuilt kernelParams", "rawcuda_bound", "cuda_bindings"),
+    ("Function.launch minus python_floor (the checks)", "rawcuda_launch", "python_floor"),
+    ("bound launch minus the bare ctypes call", "rawcuda_bound", "bare_ctypes_ex"),
 )
 C_SOURCE = Path(__file__).resolve().parent / "c" / "launch_loop.c"
 

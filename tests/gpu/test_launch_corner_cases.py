@@ -15,6 +15,7 @@ import numpy as np
 import pytest
 
 import rawcuda
+import rawcuda.extras.nvrtc
 from rawcuda import DeviceBuffer, Module, Stream, ops
 from rawcuda.core.closecounter import closes
 from rawcuda.core.kernelargs import ArgumentError
@@ -84,9 +85,9 @@ def test_static_plus_dynamic_shared_memory_over_48_kib_opts_in() -> None:
 @pytest.mark.parametrize("bad", [1, 2, "stream", 0.5], ids=["legacy-int", "per-thread-int", "str", "float"])
 def test_a_stream_that_is_not_a_rawcuda_stream_is_a_clear_type_error(vector_add: rawcuda.Function, bad: object) -> None:
     with DeviceBuffer.zeros(N) as a:
-        with pytest.raises(TypeError, match="stream must be a rawcuda Stream or None"):
+        with pytest.raises(TypeError, match="stream must be a rawcuda Stream, another library's stream"):
             vector_add.launch(grid_for(N, BLOCK), BLOCK, a, a, a, N, stream=bad)  # type: ignore[arg-type]
-        with pytest.raises(TypeError, match="stream must be a rawcuda Stream or None"):
+        with pytest.raises(TypeError, match="stream must be a rawcuda Stream, another library's stream"):
             ops.vector_add(a, a, a, stream=bad)  # type: ignore[arg-type]
 
 
