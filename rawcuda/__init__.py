@@ -63,6 +63,7 @@ _LAZY: dict[str, str] = {
     "Context": "rawcuda.core.context",
     "default_context": "rawcuda.core.context",
     "Stream": "rawcuda.core.stream",
+    "BorrowedStream": "rawcuda.core.streamargs",
     "Event": "rawcuda.core.event",
     "Timing": "rawcuda.core.event",
     "HostCall": "rawcuda.core.hostfunc",

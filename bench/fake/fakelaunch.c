@@ -152,15 +152,24 @@ CUresult cuStreamSynchronize(CUstream s) {
 CUresult cuStreamQuery(CUstream s) { (void)s; return SUCCESS; }
 CUresult cuStreamWaitEvent(CUstream s, CUevent e, unsigned f) {
     (void)f; last_waiter = s; last_waited_for = e == last_recorded ? last_recorded_on : NULL; return SUCCESS; }
+CUstream fakelaunch_last_recorded_on(void) { return last_recorded_on; }
 CUstream fakelaunch_last_waiter(void) { return last_waiter; }
 CUstream fakelaunch_last_waited_for(void) { return last_waited_for; }
-CUresult cuStreamGetCtx(CUstream s, CUcontext *c) { (void)s; *c = &primary; return SUCCESS; }
+/* One stream may be said to belong to another context: the test of a foreign stream of the wrong context. */
+static char other_context;
+static CUstream stream_of_other_context;
+void fakelaunch_stream_in_other_context(CUstream s) { stream_of_other_context = s; }
+CUresult cuStreamGetCtx(CUstream s, CUcontext *c) {
+    *c = (s != NULL && s == stream_of_other_context) ? (CUcontext)&other_context : (CUcontext)&primary;
+    return SUCCESS;
+}
 CUresult cuStreamIsCapturing(CUstream s, int *status) { (void)s; *status = 0; return SUCCESS; }
 CUresult cuEventCreate(CUevent *e, unsigned f) { (void)f; *e = malloc(HANDLE_BYTES); return *e ? SUCCESS : OUT_OF_MEMORY; }
 CUresult cuEventDestroy_v2(CUevent e) { NOTE_CALL(); free(e); return SUCCESS; }
 CUresult cuEventRecord(CUevent e, CUstream s) { last_recorded = e; last_recorded_on = s; return SUCCESS; }
 CUresult cuEventQuery(CUevent e) { (void)e; return SUCCESS; }
 CUresult cuEventSynchronize(CUevent e) { (void)e; return SUCCESS; }
+CUresult cuEventElapsedTime_v2(float *ms, CUevent a, CUevent b) { (void)a; (void)b; *ms = 0.5f; return SUCCESS; }
 
 /* The launch: accepted, and nothing runs. */
 CUresult cuLaunchKernel(void *f, unsigned gx, unsigned gy, unsigned gz, unsigned bx, unsigned by, unsigned bz,

@@ -16,6 +16,7 @@ from rawcuda.core.guards.forgetcount import forgets
 from rawcuda.core.guards.pending import record_on
 from rawcuda.core.kernelargs import UNSEEN
 from rawcuda.core.launchcall import launch_failed, launch_kernel
+from rawcuda.core.streamargs import as_stream
 
 REREAD = -1  # the close count a bound launch that reads its arguments again at every call compares with
 
@@ -36,7 +37,8 @@ class BoundLaunch:
         self, fn: Function, grid: Any, block: Any, args: tuple[Any, ...], shared_mem: int, stream: Stream | None
     ) -> None:
         self.function = fn
-        self._spec = (grid, block, shared_mem, stream)
+        # Another library's stream is borrowed once, here: a bound launch keeps its handle, and its object alive.
+        self._spec = (grid, block, shared_mem, as_stream(stream, fn.context))
         self.args = args
         self._bind()
 

@@ -36,7 +36,8 @@ from .integers import integer, shown, whole
 from .overlap import copy_through, overlaps, relaxed_capture, staged_copy, staged_copy_async
 from .pinned import PinnedBuffer
 from .resource import Resource
-from .stream import Stream, stream_handle
+from .stream import Stream
+from .streamargs import as_stream, stream_handle
 
 #: Element size -> (synchronous memset, the same on a stream, the unsigned type of that size): written out,
 #: so that every driver function a buffer calls is named here.
@@ -247,6 +248,7 @@ class DeviceBuffer(Resource, Exportable):
         On a stream, from pageable memory, the driver stages the data: the call returns once it is safe.
         """
         self.check_open()
+        stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         if isinstance(src, DeviceBuffer):
             self._copy_device(dst=self, src=src, stream=stream)
             return
@@ -267,6 +269,7 @@ class DeviceBuffer(Resource, Exportable):
     def copy_to(self, dst: Any, stream: Stream | None = None) -> None:
         """Copy this buffer into a C-contiguous, writeable host array (or PinnedBuffer) or another DeviceBuffer."""
         self.check_open()
+        stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         if isinstance(dst, DeviceBuffer):
             self._copy_device(dst=dst, src=self, stream=stream)
             return
@@ -287,6 +290,7 @@ class DeviceBuffer(Resource, Exportable):
 
     def to_array(self, stream: Stream | None = None) -> np.ndarray:
         """A new host array with this buffer's contents. On ``stream``, it waits for that stream only."""
+        stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         out = np.empty(self.shape, self.dtype)
         self.copy_to(out, stream=stream)
         if stream is not None:
@@ -376,6 +380,7 @@ class DeviceBuffer(Resource, Exportable):
 
     def _set(self, width: int, pattern: int, count: int, stream: Stream | None) -> None:
         """``count`` elements of ``width`` bytes set to ``pattern`` (cuMemsetD8/D16/D32, or their Async)."""
+        stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         if count == 0:
             return
         sync_name, async_name, _ = _MEMSET_BY_SIZE[width]

@@ -25,7 +25,8 @@ from .closeorder import CloseOrder
 from .context import Context, resolve
 from .integers import integer, whole
 from .resource import Resource
-from .stream import Stream, stream_handle
+from .stream import Stream, not_a_stream
+from .streamargs import as_stream, stream_handle, stream_like
 
 DEFAULT_REPS = 10  # timed runs of time_ms: enough for a stable median of a kernel of milliseconds
 DEFAULT_WARMUP = 1  # untimed runs first: the first launch of a kernel may load its module
@@ -77,6 +78,7 @@ class Event(Resource):
     def record(self, stream: Stream | None = None) -> Event:
         """Capture the current end of ``stream`` (the legacy default stream for None). Returns the event."""
         self.check_open()
+        stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         self.context.activate()
         cu.cuEventRecord(self._handle, stream_handle(stream, self.context))
         self.recorded = True
@@ -235,10 +237,12 @@ def time_ms(
         raise TypeError(f"work must be a callable that queues the GPU work to time, not {type(work).__name__}")
     reps = _count("reps", reps, 1)
     warmup = _count("warmup", warmup, 0)
+    if not stream_like(stream):  # (before any driver call: the checks need none)
+        raise TypeError(not_a_stream(stream))
+    if stream is not None and not isinstance(stream, Stream):  # another library's: borrowed where it runs
+        stream = as_stream(stream, resolve(context))
     if stream is None:
         owner = resolve(context)
-    elif not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a rawcuda.Stream or None (the legacy default stream), not {stream!r}")
     else:
         stream.check_open()  # ClosedError now, not after the warm-up runs
         owner = stream.context if context is None else resolve(context)

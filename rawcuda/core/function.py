@@ -44,7 +44,8 @@ from .launchcall import launch_failed, launch_kernel
 from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral, launch_config
 from .packhistory import PackHistory
 from .paramspec import ParamSpec, with_read_only
-from .stream import Stream, stream_handle
+from .stream import Stream
+from .streamargs import as_stream, stream_handle
 
 # Shared memory a block may use in all, static plus dynamic, without an opt-in.
 # Why: docs/hazards.md, "Dynamic shared memory above 48 KiB needs an opt-in, static included".
@@ -196,8 +197,8 @@ class Function:
             )
         except Exception:  # no launch on this stream yet, or a grid that cannot be compared: the slow path
             again = False
-        if not again:
-            last, packed = self._turn(grid, block, shared_mem, stream, args)
+        if not again:  # (another library's stream always comes here: its handle is read again at each launch)
+            last, packed, stream = self._turn(grid, block, shared_mem, stream, args)
         rc = launch_kernel.call(*last[5])  # (a tuple passed whole: ctypes builds no new one)
         if rc:
             launch_failed(rc, self.context, last[5])
@@ -212,8 +213,11 @@ class Function:
 
     def _turn(
         self, grid: Any, block: Any, shared_mem: int, stream: Stream | None, args: tuple[Any, ...]
-    ) -> tuple[tuple[Any, ...], Packed]:
-        """Not the latest pack's launch: a recent pack's (argument sets taking turns), or else the slow path."""
+    ) -> tuple[tuple[Any, ...], Packed, Stream | None]:
+        """Not the latest pack's launch: a recent pack's (argument sets taking turns), or else the slow path.
+
+        Returns the launch record, its pack, and the stream as a Stream (another library's, borrowed).
+        """
         history = self._history
         found = history.launch_on(id(stream), grid, block, shared_mem, args, closes.generation)
         if found is None:
@@ -224,16 +228,17 @@ class Function:
         # Why: docs/hazards.md, "Argument sets taking turns".
         if self.last_launch is last:
             self._packed = history.swap(self._packed, packed)
-        return last, packed  # type: ignore[return-value]
+        return last, packed, stream  # type: ignore[return-value]
 
     def _checked(
         self, grid: Any, block: Any, shared_mem: int, stream: Stream | None, args: tuple[Any, ...]
-    ) -> tuple[tuple[Any, ...], Packed]:
+    ) -> tuple[tuple[Any, ...], Packed, Stream | None]:
         """The slow path of a launch: the configuration validated and the arguments packed, where needed.
 
-        Returns the pack's new record of its launch on this stream, and the pack.
+        Returns the pack's new record of its launch on this stream, the pack, and the stream as a Stream.
         """
         self.context.check_usable()  # the fast path skips it: an unusable context moved the close count
+        stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         generation = closes.generation
         key = (hashable(grid), hashable(block), shared_mem, id(stream))
         try:  # (a grid given as a list is cached as a tuple)
@@ -257,7 +262,7 @@ class Function:
         last = (key[0], key[1], shared_mem, prepared, count, (*prepared, packed.array, None))
         if closes.generation == generation:  # nothing closed meanwhile: the next launch may trust it all
             packed.launches[id(stream)] = last
-        return last, packed
+        return last, packed, stream
 
     def _record(self, stream: Stream | None, packed: Packed, args: tuple[Any, ...], last: tuple[Any, ...]) -> None:
         """After a launch: its stream recorded on its buffers' memory, or its use handed to the capturing graph."""

@@ -23,7 +23,8 @@ from rawcuda.protocols.dlpack import is_device_array
 from .context import Context, resolve
 from .devicebuffer import GPU_ARRAY_REFUSAL, DeviceBuffer
 from .mempool import MemoryPool
-from .stream import Stream, stream_handle
+from .stream import Stream
+from .streamargs import as_stream, stream_handle
 
 ALLOCATION = "allocating from a memory pool on the legacy default stream"
 FREE = "freeing a pool buffer on the legacy default stream"
@@ -58,6 +59,7 @@ class PoolBuffer(DeviceBuffer):
         if context is None and isinstance(pool, MemoryPool):
             context = pool.context
         ctx = resolve(context)
+        stream = as_stream(stream, ctx)  # another library's stream: borrowed, its context checked
         if pool is None:
             pool = MemoryPool.default(ctx)
         elif not isinstance(pool, MemoryPool):

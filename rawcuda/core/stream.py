@@ -278,22 +278,11 @@ def same_context(a: Resource, b: Resource) -> None:
         )
 
 
-def stream_handle(stream: Stream | None, context: Context) -> int:
-    """The CUstream to pass for ``stream``: 0, the legacy default stream, for None.
-
-    Raises TypeError for anything but a Stream or None, and ClosedError for a closed stream. Raises ValueError
-    for a stream of another context.
-    """
-    if stream is None:
-        return 0
-    if not isinstance(stream, Stream):  # an int handle (1, 2: the legacy / per-thread streams), a torch stream...
-        raise TypeError(
-            f"stream must be a rawcuda Stream or None (the legacy default stream), not {type(stream).__name__} "
-            f"{stream!r}: make one with rawcuda.Stream() (a bare handle such as 2, the per-thread default stream, "
-            "is not accepted: rawcuda could not check which context it belongs to)"
-        )
-    handle = stream.handle  # ClosedError for a closed stream
-    owner = stream.context
-    if owner is not context and owner.raw_handle != context.raw_handle:  # (identity first: the common case)
-        raise ValueError(f"{stream!r} belongs to {owner!r}, not {context!r}: use a stream of the same context")
-    return handle
+def not_a_stream(value: Any) -> str:
+    """Why ``value`` cannot be a ``stream=``, and what to pass instead."""
+    return (
+        f"stream must be a rawcuda Stream, another library's stream (an object with __cuda_stream__: torch, "
+        f"cuda.core) or None (the legacy default stream), not {type(value).__name__} {value!r}: make one with "
+        "rawcuda.Stream() (a bare handle such as 2, the per-thread default stream, is not accepted: rawcuda could "
+        "not tell what owns it, or keep it alive)"
+    )

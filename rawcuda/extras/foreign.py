@@ -38,7 +38,8 @@ from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.elements import normalize_dtype, normalize_shape
 from rawcuda.core.guards.capturedeferral import capture_deferral
 from rawcuda.core.guards.foreignorder import order_after
-from rawcuda.core.stream import Stream, stream_handle
+from rawcuda.core.stream import Stream, not_a_stream
+from rawcuda.core.streamargs import as_stream, stream_handle, stream_like
 from rawcuda.ffi.attributes import PointerAttribute
 from rawcuda.ffi.types import CUdeviceptr
 from rawcuda.protocols.cai import NO_INTERFACE, foreign_pointer, read_interface
@@ -135,7 +136,7 @@ def _export(obj: Any, stream: Stream | None, context: Context | None) -> tuple[A
             )
         kind, ordinal = pair
         _check_kind(kind, type(obj).__name__)
-    ctx = _context(context, stream, ordinal)
+    ctx, stream = _context(context, stream, ordinal)
     if stream is not None and stream.capturing is not None:
         raise ValueError(
             f"{stream!r} is being captured: the producer's wait would be recorded into the graph; adopt the "
@@ -203,7 +204,7 @@ def adopt(
     shape, dtype = normalize_shape(tuple(cai["shape"])), normalize_dtype(cai["typestr"])
     if cai["data"][1] and not read_only:
         raise BufferError(_read_only_message(name))
-    ctx = _context(context, stream, _device_of(ptr) if context is None and stream is None else 0)
+    ctx, stream = _context(context, stream, _device_of(ptr) if context is None and stream is None else 0)
     _check_memory(ptr, math.prod(shape) * dtype.itemsize, ctx, name)
     stream_handle(stream, ctx)  # a stream of another context: ValueError
     ctx.activate()
@@ -235,13 +236,19 @@ def _read_only_message(name: str) -> str:
     )
 
 
-def _context(context: Context | None, stream: Stream | None, ordinal: int) -> Context:
-    """The context to adopt into; a stream or context of the wrong type is a TypeError naming it."""
+def _context(context: Context | None, stream: Any, ordinal: int) -> tuple[Context, Stream | None]:
+    """The context to adopt into, and the stream as a Stream (another library's borrowed there).
+
+    A stream or context of the wrong type is a TypeError naming it.
+    """
     if stream is not None and not isinstance(stream, Stream):
-        raise TypeError(f"stream must be a rawcuda.Stream or None, not {type(stream).__name__} {stream!r}")
+        if not stream_like(stream):
+            raise TypeError(not_a_stream(stream))
+        ctx = resolve(context) if context is not None else default_context(ordinal)
+        return ctx, as_stream(stream, ctx)  # (its context checked: it must be the one adopted into)
     if context is not None:
-        return resolve(context)
-    return stream.context if stream is not None else default_context(ordinal)
+        return resolve(context), stream
+    return (stream.context if stream is not None else default_context(ordinal)), stream
 
 
 def _device_of(ptr: int) -> int:

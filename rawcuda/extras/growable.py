@@ -47,6 +47,7 @@ from rawcuda.core.integers import whole
 from rawcuda.core.kernelargs import MEMORY_VIEWS
 from rawcuda.core.resource import Resource
 from rawcuda.core.stream import Stream
+from rawcuda.core.streamargs import as_stream
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import (
     ADDRESS_LIMIT,
@@ -344,6 +345,7 @@ def copy_grow(buf: DeviceBuffer, n_elements: int, stream: Stream | None = None) 
     """
     if n_elements < buf.size:
         raise ValueError(f"copy_grow({n_elements}) would shrink a buffer of {buf.size} elements")
+    stream = as_stream(stream, buf.context)  # another library's stream: borrowed, its context checked
     bigger = DeviceBuffer.empty(n_elements, buf.dtype, buf.context)
     if buf.size:
         flat = (buf.size,)

@@ -43,7 +43,8 @@ from rawcuda.core.device import Device
 from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.integers import integer, shown, whole
 from rawcuda.core.pinned import host_view, lend_host_memory
-from rawcuda.core.stream import Stream, stream_handle
+from rawcuda.core.stream import Stream
+from rawcuda.core.streamargs import stream_handle
 from rawcuda.ffi.attributes import DeviceAttribute
 from rawcuda.ffi.constants import MemAdvise, MemAttachFlag, MemLocationType
 from rawcuda.ffi.types import CUmemLocation

@@ -37,7 +37,8 @@ from rawcuda.core.function import Function
 from rawcuda.core.integers import integer
 from rawcuda.core.kernelargs import MEMORY_VIEWS
 from rawcuda.core.resource import Resource
-from rawcuda.core.stream import Stream, stream_handle
+from rawcuda.core.stream import Stream
+from rawcuda.core.streamargs import stream_handle
 from rawcuda.ffi.constants import GraphExecUpdateResult, GraphInstantiateFlag
 from rawcuda.ffi.types import CUgraphExecUpdateResultInfo
 

@@ -218,8 +218,8 @@ WRONG_KINDS: dict[str, tuple[str, str]] = {
     "GraphExec of a stream": ("TypeError", "made from a rawcuda Graph"),
     "capture_status of an event": ("TypeError", "capture_status() takes a rawcuda.Stream"),
     "copy onto itself, closed stream": ("ClosedError", "is closed"),
-    "empty copy, wrong stream": ("TypeError", "stream must be a rawcuda Stream or None"),
-    "overlap, an int for stream": ("TypeError", "stream must be a rawcuda Stream or None"),
+    "empty copy, wrong stream": ("TypeError", "stream must be a rawcuda Stream, another library's stream"),
+    "overlap, an int for stream": ("TypeError", "stream must be a rawcuda Stream, another library's stream"),
 }
 
 

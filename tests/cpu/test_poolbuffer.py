@@ -103,7 +103,7 @@ def test_a_pool_buffer_is_freed_after_its_pending_work_on_the_last_stream_that_u
     assert out["own_pool"] == [True, 32, [0] * 8]
     refused = out["refused"]
     assert refused["pool_type"].startswith("TypeError: pool must be a rawcuda MemoryPool or None")
-    assert refused["stream_int"].startswith("TypeError: stream must be a rawcuda Stream or None")
+    assert refused["stream_int"].startswith("TypeError: stream must be a rawcuda Stream, another library's stream")
     assert refused["stream_positional"].startswith("TypeError: ")  # a Stream where the context goes
     assert "Stream" in refused["stream_positional"]
     assert refused["shape"].startswith("ValueError: ")

@@ -19,7 +19,7 @@ from tests.helpers import run_python
         ({"reps": 3.0}, TypeError, r"reps must be an int .*float"),
         ({"warmup": "1"}, TypeError, r"warmup must be an int .*str"),
         ({"reps": False}, TypeError, r"reps must be an int .*bool"),
-        ({"stream": 7}, TypeError, r"stream must be a rawcuda.Stream or None"),
+        ({"stream": 7}, TypeError, r"stream must be a rawcuda Stream, another library.s stream"),
     ],
 )
 def test_bad_arguments_are_refused_before_work_runs(

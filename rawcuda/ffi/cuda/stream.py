@@ -5,7 +5,7 @@ from __future__ import annotations
 from ctypes import c_float, c_int, c_uint, c_ulonglong
 
 from ..decl import decl
-from ..types import CUevent, CUstream, P
+from ..types import CUcontext, CUevent, CUstream, P
 
 ENTRIES = [
     decl("CUresult cuStreamCreate(CUstream *phStream, unsigned int Flags)", "cuStreamCreate", P(CUstream), c_uint),
@@ -30,6 +30,8 @@ ENTRIES = [
     ),
     decl("CUresult cuStreamGetPriority(CUstream hStream, int *priority)", "cuStreamGetPriority", CUstream, P(c_int)),
     decl("CUresult cuStreamGetFlags(CUstream hStream, unsigned int *flags)", "cuStreamGetFlags", CUstream, P(c_uint)),
+    # The context a stream belongs to: asked of another library's stream before rawcuda queues work on it.
+    decl("CUresult cuStreamGetCtx(CUstream hStream, CUcontext *pctx)", "cuStreamGetCtx", CUstream, P(CUcontext)),
     decl(
         "CUresult cuStreamGetId(CUstream hStream, unsigned long long *streamId)",
         "cuStreamGetId",

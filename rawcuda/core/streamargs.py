@@ -1,0 +1,180 @@
+"""Core: another library's stream taken as a rawcuda Stream -- the ``__cuda_stream__`` protocol, consumed.
+
+torch and cuda.core streams answer ``__cuda_stream__()`` with ``(0, handle)``. Every ``stream=`` takes such an
+object. It becomes a *borrowed* Stream: it queues work on that handle and never destroys it.
+The borrowed Stream holds the other library's object, so the handle stays valid while rawcuda has work
+recorded on it. Its context is asked of the driver and must be the one the call works in.
+Passing the object reads its handle again at every call; ``BorrowedStream.of(obj)`` gives a Stream to keep.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+from ctypes import byref, c_void_p
+from typing import Any
+
+from rawcuda.checked import cu
+from rawcuda.checked.errors import StreamCaptureError
+from rawcuda.ffi.constants import LEGACY_STREAM_HANDLES, STREAM_PER_THREAD
+
+from .closecounter import closes
+from .context import Context, described, resolve
+from .hostfunc import HostCalls
+from .integers import integer
+from .resource import Resource
+from .stream import STREAM_PROTOCOL_VERSION, Stream, not_a_stream
+
+_CACHE_KEY = __name__  # this module's entry in Context.cache: {id(the other library's object): BorrowedStream}
+#: Borrowed streams a context keeps for the objects passed most recently. Each holds its object, so the cap
+#: bounds how many foreign streams rawcuda keeps alive; an older one lives on only while work recorded on it does.
+KEPT_PER_CONTEXT = 16
+
+
+def _let_go(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]], owner: Any) -> None:
+    """Release what rawcuda added to a borrowed stream; the stream itself stays the other library's."""
+    # Why: docs/hazards.md, "A borrowed stream is never destroyed". `owner` rides along: the other library's
+    # stream stays alive until the host memory held for copies queued on it can be let go.
+    with contextlib.suppress(StreamCaptureError):
+        cu.cuStreamSynchronize(handle)
+    for marker in [*spare_markers, *(m for m, _ in held)]:
+        cu.cuEventDestroy(marker)
+    spare_markers.clear()
+    held.clear()
+    closes.generation += 1  # launch caches keyed by this object's id must go (docs/hazards.md, same section)
+
+
+class BorrowedStream(Stream):
+    """A stream another library made, used through rawcuda: ``owner`` is that library's object.
+
+    Everything a Stream does works on it. ``close()`` ends rawcuda's use of it (markers, held host memory),
+    never the stream. Made by :func:`borrow`; the other library must keep the stream open while rawcuda uses it.
+    """
+
+    internal = True  # kept by its context for the next call that passes the same object: no leak
+
+    def __init__(self, owner: Any, handle: int, context: Context) -> None:
+        Resource.__init__(self, context)  # (not Stream's: that one creates a stream)
+        self.owner = owner
+        self._handle = handle
+        self._held: collections.deque[tuple[int, Any]] = collections.deque()
+        self._spare_markers: list[int] = []
+        self._host_calls = HostCalls()
+        self._own(_let_go, handle, self._spare_markers, self._held, owner)
+        self.hold_context_weakly()  # the context's cache holds this: dropping both unclosed frees both
+
+    @classmethod
+    def of(cls, obj: Any, context: Context | None = None) -> Stream | None:
+        """``obj``'s stream (anything with ``__cuda_stream__``) as a Stream of ``context`` (the default when None).
+
+        Keep it and pass it as ``stream=``: launches on it take the fast path, where passing ``obj`` itself reads
+        the handle again each time. None when ``obj`` names the legacy default stream.
+        """
+        return as_stream(obj, resolve(context))
+
+    def __repr__(self) -> str:
+        state = " closed" if self.closed else ""
+        return f"<BorrowedStream {self._handle:#x} of {type(self.owner).__name__}{state}>"
+
+
+def protocol_handle(obj: Any) -> int:
+    """The CUstream ``obj.__cuda_stream__()`` names; TypeError or ValueError for an answer not of the protocol."""
+    answer = obj.__cuda_stream__()
+    if not (isinstance(answer, tuple) and len(answer) == 2):
+        raise TypeError(
+            f"{type(obj).__name__}.__cuda_stream__() must return (version, handle), got {answer!r}: the CUDA "
+            "stream protocol (cuda.core's IsStreamT)"
+        )
+    version = integer(answer[0], "the __cuda_stream__ protocol version")
+    if version != STREAM_PROTOCOL_VERSION:
+        raise ValueError(
+            f"{type(obj).__name__}.__cuda_stream__() speaks version {version} of the stream protocol; rawcuda "
+            f"reads version {STREAM_PROTOCOL_VERSION}: pass a rawcuda Stream, or Stream.borrow() a handle you know"
+        )
+    return integer(answer[1], "the handle __cuda_stream__ returned")
+
+
+def stream_context(handle: int) -> int:
+    """The CUcontext the driver says ``handle`` belongs to."""
+    ctx = c_void_p()
+    cu.cuStreamGetCtx(handle, byref(ctx))
+    return ctx.value or 0
+
+
+def borrow(obj: Any, context: Context) -> Stream | None:
+    """``obj``'s stream as a Stream of ``context``: None for the legacy default stream, else a BorrowedStream.
+
+    ValueError for a stream of another context, and for the per-thread default stream.
+    """
+    # Why: docs/hazards.md, "A borrowed stream is never destroyed".
+    handle = protocol_handle(obj)
+    if handle in LEGACY_STREAM_HANDLES:
+        return None  # the legacy default stream of whichever context the call works in: what None means here
+    if handle == STREAM_PER_THREAD:
+        raise ValueError(
+            f"{described(obj)} is the per-thread default stream (handle 2): rawcuda queues on the legacy default "
+            "stream (stream=None) or on streams it can check; pass None or a Stream"
+        )
+    context.check_usable()
+    kept: dict[int, BorrowedStream] = context.cache.setdefault(_CACHE_KEY, {})
+    known = kept.get(id(obj))
+    if known is not None and known.owner is obj and not known.closed and known.handle == handle:
+        return known
+    owner = stream_context(handle)
+    if owner != context.raw_handle:
+        raise ValueError(
+            f"{described(obj)} (stream {handle:#x}) belongs to context {owner:#x}, not {context!r}: pass a stream "
+            "of the context the buffers and kernels are in"
+        )
+    stream = kept[id(obj)] = BorrowedStream(obj, handle, context)
+    if len(kept) > KEPT_PER_CONTEXT:
+        del kept[next(iter(kept))]  # the oldest: it lives on while work recorded on it does
+    return stream
+
+
+def as_stream(stream: Any, context: Context) -> Stream | None:
+    """What a ``stream=`` parameter takes: None, a Stream, or an object with ``__cuda_stream__`` (borrowed).
+
+    TypeError for anything else, saying what to pass.
+    """
+    if stream is None or isinstance(stream, Stream):
+        return stream
+    if not stream_like(stream):
+        raise TypeError(not_a_stream(stream))
+    return borrow(stream, context)
+
+
+def stream_like(value: Any) -> bool:
+    """Whether ``value`` is what a ``stream=`` takes, asking nothing of the driver (for checks made before it)."""
+    return value is None or isinstance(value, Stream) or getattr(type(value), "__cuda_stream__", None) is not None
+
+
+def stream_handle(stream: Any, context: Context) -> int:
+    """The CUstream to pass for ``stream``: 0, the legacy default stream, for None.
+
+    Takes what :func:`as_stream` takes. Raises TypeError for anything else, ClosedError for a closed stream, and
+    ValueError for a stream of another context.
+    """
+    if stream is None:
+        return 0
+    if not isinstance(stream, Stream):
+        stream = as_stream(stream, context)  # another library's stream, or the TypeError
+        if stream is None:
+            return 0
+    handle = stream.handle  # ClosedError for a closed stream
+    owner = stream.context
+    if owner is not context and owner.raw_handle != context.raw_handle:  # (identity first: the common case)
+        raise ValueError(f"{stream!r} belongs to {owner!r}, not {context!r}: use a stream of the same context")
+    return handle
+
+
+__all__ = [
+    "KEPT_PER_CONTEXT",
+    "BorrowedStream",
+    "as_stream",
+    "borrow",
+    "protocol_handle",
+    "stream_context",
+    "stream_handle",
+    "stream_like",
+]
