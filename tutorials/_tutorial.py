@@ -102,8 +102,10 @@ def _step_number(text: str) -> int:
 class Tutorial:
     """Prints numbered steps; with ``--step`` or ``--from N`` shows each step's code and waits for Enter."""
 
-    def __init__(self, title: str, argv: list[str] | None = None) -> None:
+    def __init__(self, title: str, argv: list[str] | None = None, flags: dict[str, str] | None = None) -> None:
         parser = argparse.ArgumentParser(description=title)
+        for name, meaning in (flags or {}).items():  # a tutorial's own switches: --name, read as args.name
+            parser.add_argument(f"--{name}", action="store_true", help=meaning)
         parser.add_argument(
             "--step", action="store_true", help="before each step, show its code and wait for Enter (q quits)"
         )
@@ -263,15 +265,22 @@ def _shown(path: Path) -> str:
         return str(path)
 
 
-def run(main: Callable[[Tutorial], None], title: str, argv: list[str] | None = None) -> NoReturn:
-    """Run a tutorial's ``main`` with the shared exit statuses, Ctrl-C and closed-pipe rules included."""
-    cli.run(lambda: run_status(main, title, argv))
+def run(
+    main: Callable[[Tutorial], None], title: str, argv: list[str] | None = None, flags: dict[str, str] | None = None
+) -> NoReturn:
+    """Run a tutorial's ``main`` with the shared exit statuses, Ctrl-C and closed-pipe rules included.
+
+    ``flags``: the tutorial's own switches, name -> what it does (``--name`` on the command line).
+    """
+    cli.run(lambda: run_status(main, title, argv, flags))
 
 
-def run_status(main: Callable[[Tutorial], None], title: str, argv: list[str] | None = None) -> int:
+def run_status(
+    main: Callable[[Tutorial], None], title: str, argv: list[str] | None = None, flags: dict[str, str] | None = None
+) -> int:
     """:func:`run` without the exit: the status it would end with."""
     try:
-        tut = Tutorial(title, argv)
+        tut = Tutorial(title, argv, flags)
     except SystemExit as exc:  # argparse: --help (0) or a bad flag (2); returned, so cli.run flushes stdout
         return exc.code if isinstance(exc.code, int) else EXIT_USAGE
     print(f"# {title}")
