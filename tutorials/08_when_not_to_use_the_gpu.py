@@ -14,7 +14,8 @@ Vector add does one addition per 12 bytes moved. On the GPU it is limited by dev
 which is often no faster than the host's own memory -- so the copies, not the kernel, decide. The table shows
 where (and whether) the round trip beats numpy, with pinned and with pageable host memory, and where the
 kernel alone wins when the data already lives on the GPU. A diagram of the path the bytes take, with this
-run's measured rates beside each hop, closes the measurements.
+run's measured rates beside each hop, follows, and then the smallest round trip taken apart: the same five
+driver calls made bare against rawcuda's path, so the GPU's fixed cost and the binding's share are two numbers.
 
 Run:  python tutorials/08_when_not_to_use_the_gpu.py [--step]
 """
@@ -356,6 +357,7 @@ def main(t: Tutorial) -> None:
     )
 
     memory_path(t, rate, dev)
+    ours_us, driver_us = split_fixed_cost(t, memory, stream)
 
     t.step("the verdict")
     pinned_from = crossover(rows, lambda r: r.pinned_us)
@@ -382,18 +384,17 @@ def main(t: Tutorial) -> None:
         f"{big.numpy_us:.0f} us)",
     )
     small = rows[0]  # n = RAW_N: the size step 1 moved by hand
-    bare = f"step 1's four bare calls moved the same {RAW_N:,} floats in {by_hand_us:.1f} us"
     t.say(
-        f"small arrays: a round trip through rawcuda has a fixed cost -- three copies, a launch and a\n"
-        f"synchronization, about {small.pinned_us:.0f} us here -- against {small.numpy_us:.1f} us for numpy. "
-        + (
-            f"Not all of it is the GPU's:\n{bare}, so part of it is the path through\nrawcuda (stream-ordered "
-            "copies, its checks, the synchronize). This run does not split the two.\n"
-            if by_hand_us < small.pinned_us
-            else f"The bare calls cost no less:\n{bare}.\n"
-        )
-        + f"Large arrays: the same {BYTES_MOVED} bytes per element that numpy streams through host memory must "
-        "cross the\nbus (PCIe or NVLink) instead."
+        f"small arrays: a round trip has a fixed cost -- three copies, a launch and a synchronization. The\n"
+        f"five bare driver calls took {driver_us:.1f} us (step 1's synchronous calls from pageable memory: "
+        f"{by_hand_us:.1f} us),\nrawcuda's path {ours_us:.1f} us, numpy {small.numpy_us:.1f} us. Even the bare "
+        "calls lose to numpy here: the GPU's fixed\ncost alone decides small arrays, whatever the binding. "
+        f"Large arrays: the same {BYTES_MOVED} bytes per element\nthat numpy streams through host memory must "
+        "cross the bus (PCIe or NVLink) instead."
+    )
+    t.check(
+        driver_us > small.numpy_us,
+        f"at {RAW_N:,} floats, numpy beats even the bare driver calls ({small.numpy_us:.1f} us vs {driver_us:.1f} us)",
     )
     if pinned_from is None:
         t.say(
@@ -417,6 +418,69 @@ def main(t: Tutorial) -> None:
     for buf in (da, db, dc, pa, pb, pc, stream):
         buf.close()
     the_cust_way(t)
+
+
+def split_fixed_cost(t: Tutorial, m: Memory, stream: Stream) -> tuple[float, float]:
+    """The smallest pinned round trip, through rawcuda and as the same five driver calls made bare, taking
+    turns: (rawcuda's median, the bare calls' median), microseconds. The difference is rawcuda's own share."""
+    t.step(f"where the small round trip's time goes: the driver's five calls, and rawcuda's path ({RAW_N:,} floats)")
+    n, nbytes = RAW_N, RAW_N * F32.itemsize
+    expected = m.a[:n] + m.b[:n]
+    va, vb, vc = m.da[:n], m.db[:n], m.dc[:n]
+    handle = cu.library().handle  # fresh function pointers: no argtypes, no errcheck, nothing of rawcuda's
+    htod, dtoh = handle["cuMemcpyHtoDAsync_v2"], handle["cuMemcpyDtoHAsync_v2"]
+    launch, wait = handle["cuLaunchKernel"], handle["cuStreamSynchronize"]
+    # Without argtypes every argument must already be its C type: a bare Python int would go as a C int.
+    s, size = c_void_p(stream.handle), c_size_t(nbytes)
+    d_a, d_b, d_c = (c_uint64(v.ptr) for v in (va, vb, vc))
+    h_a, h_b, h_c = (c_void_p(x.ctypes.data) for x in (m.pa, m.pb, m.pc))
+    f = c_void_p(ops.kernel("vector_add", "vector_add", stream.context).handle)
+    values = [d_c, d_a, d_b, c_size_t(n)]  # vector_add(c, a, b, n)
+    params = (c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
+    grid, block, one, zero = c_uint((n + RAW_BLOCK - 1) // RAW_BLOCK), c_uint(RAW_BLOCK), c_uint(1), c_uint(0)
+
+    def bare() -> int:
+        return (
+            htod(d_a, h_a, size, s)
+            or htod(d_b, h_b, size, s)
+            or launch(f, grid, one, one, block, one, one, zero, s, params, None)
+            or dtoh(h_c, d_c, size, s)
+            or wait(s)
+        )
+
+    def through_rawcuda() -> int:
+        va.copy_from(m.pa[:n], stream=stream)
+        vb.copy_from(m.pb[:n], stream=stream)
+        ops.vector_add(vc, va, vb, stream=stream)
+        vc.copy_to(m.pc[:n], stream=stream)
+        stream.synchronize()
+        return Result.SUCCESS
+
+    times: dict[str, list[float]] = {"bare": [], "rawcuda": []}
+    exact = True
+    for turn in range(RAW_REPS + 1):  # the first turn of each is a warm-up
+        for name, path in (("bare", bare), ("rawcuda", through_rawcuda)):
+            m.pc[:n] = NAN32
+            began = time.perf_counter()
+            code = path()
+            elapsed = time.perf_counter() - began
+            expect_success(t, code, f"{name} round trip", show=False)
+            exact = exact and bool(np.array_equal(m.pc[:n], expected))
+            if turn:
+                times[name].append(elapsed * US_PER_S)
+    t.check(exact, f"both paths, taking turns {RAW_REPS + 1} times each: every result equals numpy's a + b exactly")
+    for view in (va, vb, vc):
+        view.close()
+    ours, theirs = (statistics.median(times[name]) for name in ("rawcuda", "bare"))
+    t.say(
+        f"the same pinned buffers and stream, the median of {RAW_REPS} turns each:\n"
+        f"  five bare driver calls (2 x cuMemcpyHtoDAsync, cuLaunchKernel, cuMemcpyDtoHAsync, cuStreamSynchronize):"
+        f" {theirs:.1f} us\n"
+        f"  the same through rawcuda (copy_from x2, ops.vector_add, copy_to, synchronize): {ours:.1f} us\n"
+        f"so the GPU and the driver take {theirs:.1f} us of it, and rawcuda's path {ours - theirs:.1f} us: its checks, "
+        "the record of\npending work on each buffer, the host memory each async copy keeps alive until it is done."
+    )
+    return ours, theirs
 
 
 def memory_path(t: Tutorial, rate: dict[str, float], dev: rawcuda.Device) -> None:
