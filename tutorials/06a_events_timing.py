@@ -14,7 +14,8 @@ three ways:
 3. with cust: ``Event::new``, ``event.record(&stream)``, and ``stop.elapsed_time_f32(&start)`` -- called on
    the *later* event, and it does not wait.
 
-Every result of every launch is checked exactly against numpy.
+Every result of every launch is checked exactly against numpy. Last, where events stop: the commands that
+hand the same script to a profiler (Nsight Systems for the timeline, Nsight Compute for one kernel).
 
 Run:  python tutorials/06a_events_timing.py [--step]
 """
@@ -22,8 +23,10 @@ Run:  python tutorials/06a_events_timing.py [--step]
 from __future__ import annotations
 
 import ctypes
+import shutil
 import time
 from ctypes import POINTER, byref, c_float, c_int, c_uint, c_void_p
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -38,6 +41,7 @@ from rawcuda.ffi.results import Result
 CUDA_SUCCESS = 0
 MS_PER_S = 1000
 BYTES_PER_GB = 1e9
+PROFILERS = ("nsys", "ncu")  # Nsight Systems (the timeline) and Nsight Compute (one kernel in depth)
 F32 = np.dtype(np.float32)
 ALPHA = 0.5  # a power of two: with small integer data every intermediate result is exact in float32 ...
 DATA_LIMIT = 1000  # ... for data in [-1000, 1000): |y| stays <= 1000 * (1 + 41 / 2), far below 2**23
@@ -59,7 +63,7 @@ def gb_per_s(nbytes: int, ms: float) -> float:
 
 
 def main(t: Tutorial) -> None:
-    t.words("cust", "grid", "block", "CUresult", "stream", "legacy default stream")
+    t.words("cust", "kernel", "grid", "block", "occupancy", "CUresult", "stream", "legacy default stream")
     t.step("a GPU, a stream, and two vectors of small integers (so that every saxpy result is exact)")
     ctx = rawcuda.default_context()
     ctx.activate()  # raw calls below act on the thread's current context: this one
@@ -168,6 +172,25 @@ def main(t: Tutorial) -> None:
     t.check(
         bool(np.array_equal(y.to_array(), expected)),
         f"all {TIMING_N:,} results of the {launches} saxpys (warm-up and both bursts) are exact",
+    )
+
+    t.step("where events stop and a profiler takes over")
+    t.term("profiler")
+    script = Path(__file__).resolve()
+    t.say(
+        "events answer the question you asked: how long between two marks. Why a kernel takes that long, and\n"
+        "what else ran meanwhile, is a profiler's answer -- on this same script, unchanged:\n"
+        f"  nsys profile --trace=cuda -o timeline python3 {script.name}\n"
+        "      every cuLaunchKernel, copy and synchronize on a timeline, per stream (open timeline.nsys-rep)\n"
+        f"  ncu --kernel-name saxpy --launch-count 1 --set full python3 {script.name}\n"
+        "      one saxpy replayed and measured: memory throughput against the peak, occupancy, stalls"
+    )
+    found = {tool: shutil.which(tool) for tool in PROFILERS}
+    t.say(
+        "on this machine: "
+        + ", ".join(f"{tool} at {path}" if path else f"no {tool} on PATH" for tool, path in found.items())
+        + " (both ship with the CUDA toolkit; a profiler needs the driver's permission to read the GPU's\n"
+        "counters, so ncu may ask for root or NVreg_RestrictProfilingToAdminUsers=0)"
     )
 
     t.step("cust: Event::new, record(&stream), and stop.elapsed_time_f32(&start) -- which does not wait")
