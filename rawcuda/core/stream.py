@@ -40,8 +40,9 @@ _SPARE_MARKERS = 16  # completed marker events a stream keeps for reuse
 STREAM_PROTOCOL_VERSION = 0  # the __cuda_stream__ protocol's version (cuda.core's IsStreamT: currently 0)
 
 
-def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
-    # Wait for the queued work, also when the stream was garbage-collected, not closed.
+def finish_work(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
+    """Wait for the stream's queued work, then let go of what rawcuda keeps for it: markers and host objects."""
+    # Wait also when the stream was garbage-collected, not closed.
     # Why: docs/hazards.md, "A dropped stream still waits for its work".
     with contextlib.suppress(StreamCaptureError):
         cu.cuStreamSynchronize(handle)
@@ -51,6 +52,10 @@ def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deq
         cu.cuEventDestroy(marker)
     spare_markers.clear()
     held.clear()
+
+
+def _destroy_stream(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]]) -> None:
+    finish_work(handle, spare_markers, held)
     cu.cuStreamDestroy(handle)
     # Its death, not only its close(), must empty the launch caches.
     # Why: docs/hazards.md, "A dead stream's id may be reused".

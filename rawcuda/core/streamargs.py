@@ -10,12 +10,10 @@ Passing the object reads its handle again at every call; ``BorrowedStream.of(obj
 from __future__ import annotations
 
 import collections
-import contextlib
 from ctypes import byref, c_void_p
 from typing import Any
 
 from rawcuda.checked import cu
-from rawcuda.checked.errors import StreamCaptureError
 from rawcuda.ffi.constants import LEGACY_STREAM_HANDLES, STREAM_PER_THREAD
 
 from .closecounter import closes
@@ -23,7 +21,7 @@ from .context import Context, described, resolve
 from .hostfunc import HostCalls
 from .integers import integer
 from .resource import Resource
-from .stream import STREAM_PROTOCOL_VERSION, Stream, not_a_stream
+from .stream import STREAM_PROTOCOL_VERSION, Stream, finish_work, not_a_stream
 
 _CACHE_KEY = __name__  # this module's entry in Context.cache: {id(the other library's object): BorrowedStream}
 #: Borrowed streams a context keeps for the objects passed most recently. Each holds its object, so the cap
@@ -35,12 +33,7 @@ def _let_go(handle: int, spare_markers: list[int], held: collections.deque[tuple
     """Release what rawcuda added to a borrowed stream; the stream itself stays the other library's."""
     # Why: docs/hazards.md, "A borrowed stream is never destroyed". `owner` rides along: the other library's
     # stream stays alive until the host memory held for copies queued on it can be let go.
-    with contextlib.suppress(StreamCaptureError):
-        cu.cuStreamSynchronize(handle)
-    for marker in [*spare_markers, *(m for m, _ in held)]:
-        cu.cuEventDestroy(marker)
-    spare_markers.clear()
-    held.clear()
+    finish_work(handle, spare_markers, held)  # (no cuStreamDestroy: the stream is the other library's)
     closes.generation += 1  # launch caches keyed by this object's id must go (docs/hazards.md, same section)
 
 
