@@ -22,9 +22,10 @@ class CloseOrder(IntEnum):
     GRAPH = 2  # its nodes refer to kernels (modules) and buffers
     MODULE = 3  # Context.close() synchronized all launches before anything closes
     OTHER = 4  # a child that names no row
-    STREAM = 5  # closing waits for its queued work, which may still read events and memory
-    EVENT = 6
-    DEVICE_MEMORY = 7  # buffers, and views of them (which own nothing)
-    GROWABLE_MEMORY = 8  # after the DeviceBuffer views it handed out
-    HOST_MEMORY = 9  # async copies from pinned memory have drained with their streams
-    MEMORY_POOL = 10  # last: after every buffer that could have come from it
+    BORROWED_STREAM = 5  # another library's stream, maybe over one of this context's: before those go
+    STREAM = 6  # closing waits for its queued work, which may still read events and memory
+    EVENT = 7
+    DEVICE_MEMORY = 8  # buffers, and views of them (which own nothing)
+    GROWABLE_MEMORY = 9  # after the DeviceBuffer views it handed out
+    HOST_MEMORY = 10  # async copies from pinned memory have drained with their streams
+    MEMORY_POOL = 11  # last: after every buffer that could have come from it

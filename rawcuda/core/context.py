@@ -346,7 +346,7 @@ class Context:
 
     def __repr__(self) -> str:
         kind = "primary" if self.is_primary else "created"
-        state = " poisoned" if self._poison else (" closed" if self.unusable else "")
+        state = " poisoned" if self._poison else " forked" if self.forked else " closed" if self.unusable else ""
         return f"<Context {kind} {self._handle:#x} on device {self.device.ordinal}{state}>"
 
 
@@ -416,6 +416,8 @@ def not_a_context(value: Any) -> str:
         return f"{problem}: pass Context.primary({value.ordinal}) for the context of that device"
     if isinstance(getattr(value, "context", None), Context):  # a Stream, an Event ... in the context's place
         return f"{problem}: a {type(value).__name__} goes by its keyword, e.g. stream=..."
+    if getattr(value, "__cuda_stream__", None) is not None:  # torch's, CuPy's, cuda.core's stream
+        return f"{problem}: it is another library's stream, which goes by its keyword: stream=..."
     return problem
 
 

@@ -26,7 +26,7 @@ from .context import Context, resolve
 from .integers import integer, whole
 from .resource import Resource
 from .stream import Stream, not_a_stream
-from .streamargs import as_stream, stream_handle, stream_like
+from .streamargs import as_stream, context_for, stream_handle, stream_like
 
 DEFAULT_REPS = 10  # timed runs of time_ms: enough for a stable median of a kernel of milliseconds
 DEFAULT_WARMUP = 1  # untimed runs first: the first launch of a kernel may load its module
@@ -240,7 +240,7 @@ def time_ms(
     if not stream_like(stream):  # (before any driver call: the checks need none)
         raise TypeError(not_a_stream(stream))
     if stream is not None and not isinstance(stream, Stream):  # another library's: borrowed where it runs
-        stream = as_stream(stream, resolve(context))
+        stream = as_stream(stream, context_for(stream, context))
     if stream is None:
         owner = resolve(context)
     else:

@@ -24,7 +24,7 @@ from .context import Context, resolve
 from .devicebuffer import GPU_ARRAY_REFUSAL, DeviceBuffer
 from .mempool import MemoryPool
 from .stream import Stream
-from .streamargs import as_stream, stream_handle
+from .streamargs import as_stream, context_for, stream_handle
 
 ALLOCATION = "allocating from a memory pool on the legacy default stream"
 FREE = "freeing a pool buffer on the legacy default stream"
@@ -54,8 +54,8 @@ class PoolBuffer(DeviceBuffer):
         pool: MemoryPool | None = None,
         stream: Stream | None = None,
     ) -> None:
-        if context is None and isinstance(stream, Stream):
-            context = stream.context  # the stream says which context, as a launch's does
+        if context is None and stream is not None:
+            context = context_for(stream, None)  # the stream says which context, as a launch's does
         if context is None and isinstance(pool, MemoryPool):
             context = pool.context
         ctx = resolve(context)

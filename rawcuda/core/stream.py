@@ -287,7 +287,7 @@ def not_a_stream(value: Any) -> str:
     """Why ``value`` cannot be a ``stream=``, and what to pass instead."""
     return (
         f"stream must be a rawcuda Stream, another library's stream (an object with __cuda_stream__: torch, "
-        f"cuda.core) or None (the legacy default stream), not {type(value).__name__} {value!r}: make one with "
+        f"cuda.core) or None (the legacy default stream), not {described(value)}: make one with "
         "rawcuda.Stream() (a bare handle such as 2, the per-thread default stream, is not accepted: rawcuda could "
         "not tell what owns it, or keep it alive)"
     )

@@ -10,6 +10,7 @@ Passing the object reads its handle again at every call; ``BorrowedStream.of(obj
 from __future__ import annotations
 
 import collections
+import threading
 from ctypes import byref, c_void_p
 from typing import Any
 
@@ -17,13 +18,17 @@ from rawcuda.checked import cu
 from rawcuda.ffi.constants import LEGACY_STREAM_HANDLES, STREAM_PER_THREAD
 
 from .closecounter import closes
-from .context import Context, described, resolve
+from .closeorder import CloseOrder
+from .context import Context, default_context, described, resolve
+from .guards.contextregistry import live_contexts
 from .hostfunc import HostCalls
 from .integers import integer
 from .resource import Resource
 from .stream import STREAM_PROTOCOL_VERSION, Stream, finish_work, not_a_stream
 
 _CACHE_KEY = __name__  # this module's entry in Context.cache: {id(the other library's object): BorrowedStream}
+_lock = threading.Lock()  # guards those entries
+HANDLE_BITS = 64  # a CUstream is a pointer
 #: Borrowed streams a context keeps for the objects passed most recently. Each holds its object, so the cap
 #: bounds how many foreign streams rawcuda keeps alive; an older one lives on only while work recorded on it does.
 KEPT_PER_CONTEXT = 16
@@ -32,8 +37,13 @@ KEPT_PER_CONTEXT = 16
 def _let_go(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]], owner: Any) -> None:
     """Release what rawcuda added to a borrowed stream; the stream itself stays the other library's."""
     # Why: docs/hazards.md, "A borrowed stream is never destroyed". `owner` rides along: the other library's
-    # stream stays alive until the host memory held for copies queued on it can be let go.
-    finish_work(handle, spare_markers, held)  # (no cuStreamDestroy: the stream is the other library's)
+    # stream stays alive until the host memory held for copies queued on it can be let go. Only then does the
+    # host wait: a stream that had only launches lets go at once (an evicted one must not block a launch).
+    if held:
+        finish_work(handle, spare_markers, held)  # (no cuStreamDestroy: the stream is the other library's)
+    for marker in spare_markers:  # completed markers: nothing to wait for
+        cu.cuEventDestroy(marker)
+    spare_markers.clear()
     closes.generation += 1  # launch caches keyed by this object's id must go (docs/hazards.md, same section)
 
 
@@ -45,6 +55,7 @@ class BorrowedStream(Stream):
     """
 
     internal = True  # kept by its context for the next call that passes the same object: no leak
+    close_order = CloseOrder.BORROWED_STREAM  # its handle may be one of this context's own streams
 
     def __init__(self, owner: Any, handle: int, context: Context) -> None:
         Resource.__init__(self, context)  # (not Stream's: that one creates a stream)
@@ -63,7 +74,11 @@ class BorrowedStream(Stream):
         Keep it and pass it as ``stream=``: launches on it take the fast path, where passing ``obj`` itself reads
         the handle again each time. None when ``obj`` names the legacy default stream.
         """
-        return as_stream(obj, resolve(context))
+        ctx = resolve(context)
+        stream = as_stream(obj, ctx)
+        if stream is not None:
+            stream_handle(stream, ctx)  # a rawcuda Stream of another context: the ValueError a call would give
+        return stream
 
     def __repr__(self) -> str:
         state = " closed" if self.closed else ""
@@ -72,19 +87,29 @@ class BorrowedStream(Stream):
 
 def protocol_handle(obj: Any) -> int:
     """The CUstream ``obj.__cuda_stream__()`` names; TypeError or ValueError for an answer not of the protocol."""
-    answer = obj.__cuda_stream__()
+    # The older form, an attribute or property holding the pair, is read too (cuda.core still takes it).
+    answer = obj.__cuda_stream__
+    if callable(answer):
+        answer = answer()
+    name = type(obj).__name__
     if not (isinstance(answer, tuple) and len(answer) == 2):
         raise TypeError(
-            f"{type(obj).__name__}.__cuda_stream__() must return (version, handle), got {answer!r}: the CUDA "
-            "stream protocol (cuda.core's IsStreamT)"
+            f"{name}.__cuda_stream__() must return (version, handle), got {described(answer)}: the CUDA stream "
+            "protocol (cuda.core's IsStreamT)"
         )
     version = integer(answer[0], "the __cuda_stream__ protocol version")
     if version != STREAM_PROTOCOL_VERSION:
         raise ValueError(
-            f"{type(obj).__name__}.__cuda_stream__() speaks version {version} of the stream protocol; rawcuda "
-            f"reads version {STREAM_PROTOCOL_VERSION}: pass a rawcuda Stream, or Stream.borrow() a handle you know"
+            f"{name}.__cuda_stream__() speaks version {version} of the stream protocol; rawcuda reads version "
+            f"{STREAM_PROTOCOL_VERSION}: pass a rawcuda Stream, or an object whose __cuda_stream__ speaks it"
         )
-    return integer(answer[1], "the handle __cuda_stream__ returned")
+    handle = integer(answer[1], "the handle __cuda_stream__ returned")
+    if not 0 <= handle < 1 << HANDLE_BITS:  # ctypes would wrap it: 2**64 would become the legacy stream
+        raise ValueError(
+            f"the handle __cuda_stream__ returned is {handle}, not a CUstream (0 to 2**{HANDLE_BITS} - 1): "
+            f"{name}'s protocol answer is broken"
+        )
+    return handle
 
 
 def stream_context(handle: int) -> int:
@@ -109,19 +134,23 @@ def borrow(obj: Any, context: Context) -> Stream | None:
             "stream (stream=None) or on streams it can check; pass None or a Stream"
         )
     context.check_usable()
-    kept: dict[int, BorrowedStream] = context.cache.setdefault(_CACHE_KEY, {})
-    known = kept.get(id(obj))
-    if known is not None and known.owner is obj and not known.closed and known.handle == handle:
-        return known
+    with _lock:  # several threads may borrow at once: the cache's order and its eviction must stay one
+        kept: dict[int, BorrowedStream] = context.cache.setdefault(_CACHE_KEY, {})
+        known = kept.pop(id(obj), None)
+        if known is not None and known.owner is obj and not known.closed and known.handle == handle:
+            kept[id(obj)] = known  # the most recently used last: the least recent goes first
+            return known
     owner = stream_context(handle)
     if owner != context.raw_handle:
         raise ValueError(
             f"{described(obj)} (stream {handle:#x}) belongs to context {owner:#x}, not {context!r}: pass a stream "
             "of the context the buffers and kernels are in"
         )
-    stream = kept[id(obj)] = BorrowedStream(obj, handle, context)
-    if len(kept) > KEPT_PER_CONTEXT:
-        del kept[next(iter(kept))]  # the oldest: it lives on while work recorded on it does
+    stream = BorrowedStream(obj, handle, context)
+    with _lock:
+        kept[id(obj)] = stream
+        evicted = kept.pop(next(iter(kept))) if len(kept) > KEPT_PER_CONTEXT else None
+    del evicted  # (outside the lock: its release may wait for host memory its copies hold)
     return stream
 
 
@@ -137,9 +166,26 @@ def as_stream(stream: Any, context: Context) -> Stream | None:
     return borrow(stream, context)
 
 
+def context_for(stream: Any, context: Context | None, ordinal: int = 0) -> Context:
+    """The context a call with no ``context`` works in: a Stream's own; for another library's stream, the one
+    the driver says it is in, as rawcuda knows it; else the default context of device ``ordinal``."""
+    if context is not None:
+        return resolve(context)
+    if isinstance(stream, Stream):
+        return stream.context
+    fallback = default_context(ordinal)  # (also what makes the driver answer the question below)
+    if stream is None or not stream_like(stream):
+        return fallback  # (the call's own check then refuses a stream that is not one)
+    handle = protocol_handle(stream)
+    if handle in LEGACY_STREAM_HANDLES or handle == STREAM_PER_THREAD:
+        return fallback
+    raw = stream_context(handle)
+    return next((c for c in live_contexts() if c.raw_handle == raw and c.usable), fallback)
+
+
 def stream_like(value: Any) -> bool:
     """Whether ``value`` is what a ``stream=`` takes, asking nothing of the driver (for checks made before it)."""
-    return value is None or isinstance(value, Stream) or getattr(type(value), "__cuda_stream__", None) is not None
+    return value is None or isinstance(value, Stream) or getattr(value, "__cuda_stream__", None) is not None
 
 
 def stream_handle(stream: Any, context: Context) -> int:
@@ -166,6 +212,7 @@ __all__ = [
     "BorrowedStream",
     "as_stream",
     "borrow",
+    "context_for",
     "protocol_handle",
     "stream_context",
     "stream_handle",

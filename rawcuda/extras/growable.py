@@ -294,6 +294,7 @@ class GrowableBuffer(Resource):
     def extend(self, values: Any, stream: Stream | None = None) -> None:
         """Append a host array's elements at the end (grows first; converts nothing: dtypes must match)."""
         host = np.ascontiguousarray(values).reshape(-1)
+        stream = as_stream(stream, self.context)  # refused before growing too, and another library's borrowed
         if host.dtype != self.dtype:  # refuse before growing, so a refused extend changes nothing
             raise TypeError(
                 f"cannot extend a {self.dtype} buffer with {host.dtype} values; convert first "

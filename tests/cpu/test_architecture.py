@@ -61,6 +61,7 @@ ALLOWED_LAZY_IMPORTS = {
 GUARD_SEAM = {
     ("rawcuda.core.context", "contextregistry.register"),
     ("rawcuda.core.context", "contextregistry.is_poisoned"),
+    ("rawcuda.core.streamargs", "contextregistry.live_contexts"),
     ("rawcuda.core.context", "contextstack.created"),
     ("rawcuda.core.context", "contextstack.destroy"),
     ("rawcuda.core.context", "contextstack.enter_block"),

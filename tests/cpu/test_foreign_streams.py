@@ -142,7 +142,7 @@ def test_a_stream_rawcuda_cannot_check_is_refused_with_the_reason(tmp_path: Path
     result = over_fake_launch(REFUSALS, tmp_path)
     expected = {
         "version 1": "ValueError: Theirs.__cuda_stream__() speaks version 1 of the stream protocol",
-        "not a pair": "TypeError: Broken.__cuda_stream__() must return (version, handle), got 7",
+        "not a pair": "TypeError: Broken.__cuda_stream__() must return (version, handle), got int 7",
         "a float handle": "TypeError: the handle __cuda_stream__ returned is an int",
         "per-thread": "ValueError: ",
         "other context": "ValueError: ",
@@ -158,3 +158,61 @@ def test_a_stream_rawcuda_cannot_check_is_refused_with_the_reason(tmp_path: Path
 def test_a_context_keeps_only_its_latest_borrowed_streams_alive(tmp_path: Path) -> None:
     result = over_fake_launch(LIFETIME, tmp_path)
     assert result == {"the oldest let go": True, "the newest kept": True}
+
+
+EDGES = (
+    PREAMBLE
+    + """
+import threading
+class Huge:  # a repr that raises: the refusal must not call it
+    def __repr__(self):
+        raise RuntimeError("repr called")
+class AsAttribute:  # cuda.core's older form: an attribute, not a method
+    def __init__(self, handle):
+        self.__cuda_stream__ = (0, handle)
+class AsProperty:
+    def __init__(self, handle):
+        self.handle = handle
+    @property
+    def __cuda_stream__(self):
+        return (0, self.handle)
+handle = new_handle()
+for name, value in {"2**64": 2**64, "-1": -1, "2**64 + 2": 2**64 + 2, "np -1": np.int64(-1)}.items():
+    out[name] = refusal(lambda: fn.launch(1, 256, c, a, b, 256, stream=Theirs(value)))
+out["raising repr"] = refusal(lambda: c.memset(0, stream=Huge()))
+out["a context in stream's place"] = refusal(lambda: DeviceBuffer.empty(4, np.float32, Theirs(handle)))
+out["attribute form"] = refusal(lambda: fn.launch(1, 256, c, a, b, 256, stream=AsAttribute(handle)))
+out["attribute form goes there"] = launched_on() == handle
+out["property form"] = refusal(lambda: fn.launch(1, 256, c, a, b, 256, stream=AsProperty(handle)))
+failures = []
+def borrow_many():
+    for _ in range(8000):
+        try:
+            BorrowedStream.of(Theirs(handle))
+        except Exception as exc:
+            failures.append(f"{type(exc).__name__}: {exc}")
+sys.setswitchinterval(1e-6)
+threads = [threading.Thread(target=borrow_many) for _ in range(8)]
+for th in threads:
+    th.start()
+for th in threads:
+    th.join()
+out["threads"] = failures[:3]
+print(json.dumps(out))
+"""
+)
+
+
+def test_what_slipped_past_the_refusals(tmp_path: Path) -> None:
+    # Each case was once accepted or failed with the wrong error: handles past 64 bits wrapped around (2**64
+    # became the legacy stream, 2**64 + 2 the per-thread one), a raising repr escaped from the message, the
+    # attribute form of the protocol was "not callable", and borrowing
+    # from several threads raised an internal KeyError.
+    result = over_fake_launch(EDGES, tmp_path)
+    for name in ("2**64", "-1", "2**64 + 2", "np -1"):
+        assert result[name].startswith("ValueError: the handle __cuda_stream__ returned"), (name, result[name])
+    assert result["raising repr"].startswith("TypeError: stream must be"), result["raising repr"]
+    assert "goes by its keyword" in result["a context in stream's place"], result["a context in stream's place"]
+    assert result["attribute form"] == result["property form"] == "accepted"
+    assert result["attribute form goes there"] is True
+    assert result["threads"] == []
