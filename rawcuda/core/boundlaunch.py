@@ -16,7 +16,7 @@ from rawcuda.core.guards.forgetcount import forgets
 from rawcuda.core.guards.pending import record_on
 from rawcuda.core.kernelargs import UNSEEN
 from rawcuda.core.launchcall import launch_failed, launch_kernel
-from rawcuda.core.streamargs import as_stream
+from rawcuda.core.streamargs import BorrowedStream, as_stream
 
 REREAD = -1  # the close count a bound launch that reads its arguments again at every call compares with
 
@@ -39,6 +39,7 @@ class BoundLaunch:
         self.function = fn
         # Another library's stream is borrowed once, here: a bound launch keeps its handle, and its object alive.
         self._spec = (grid, block, shared_mem, as_stream(stream, fn.context))
+        self._borrowed = type(self._spec[3]) is BorrowedStream  # its owner is asked again at every call
         self.args = args
         self._bind()
 
@@ -56,7 +57,7 @@ class BoundLaunch:
         self._bound_at = bound_at
         # What a call compares with the close count. A pack read again at every call never matches, so that one
         # comparison is all a call pays for that case too.
-        self._generation = REREAD if self._reread else self._bound_at
+        self._generation = REREAD if self._reread or self._borrowed else self._bound_at
         self._target = fn.legacy if stream is None else stream  # where its buffers' work is pending
         self._context = fn.context
         self._ref = fn.ref
@@ -65,6 +66,8 @@ class BoundLaunch:
     def _refresh(self) -> None:
         """Before a call: bind again if anything closed; read a foreign array again; wait for its stream."""
         self._context.check_usable()  # a call skips it: an unusable context moved the close count
+        if self._borrowed:
+            self._spec[3].check_owner()  # another library's stream it closed: refused, not launched on
         if self._bound_at != closes.generation:
             self._bind()
         elif self._reread:  # a foreign array: its address and stream are read again at every launch

@@ -45,7 +45,7 @@ from .launchconfig import LaunchConfig, config_summary, dims, hashable, integral
 from .packhistory import PackHistory
 from .paramspec import ParamSpec, with_read_only
 from .stream import Stream
-from .streamargs import as_stream, stream_handle
+from .streamargs import BorrowedStream, as_stream, stream_handle
 
 # Shared memory a block may use in all, static plus dynamic, without an opt-in.
 # Why: docs/hazards.md, "Dynamic shared memory above 48 KiB needs an opt-in, static included".
@@ -260,7 +260,10 @@ class Function:
         # The configuration as validated, a copy: a list given as the grid could change after this launch.
         count = UNSEEN if before is None else before[4]
         last = (key[0], key[1], shared_mem, prepared, count, (*prepared, packed.array, None))
-        if closes.generation == generation:  # nothing closed meanwhile: the next launch may trust it all
+        # Nothing closed meanwhile: the next launch may trust it all. Not on a borrowed stream, whose owner is
+        # asked at each launch whether it still names that stream.
+        # Why: docs/hazards.md, "A borrowed stream is never destroyed".
+        if closes.generation == generation and type(stream) is not BorrowedStream:
             packed.launches[id(stream)] = last
         return last, packed, stream
 

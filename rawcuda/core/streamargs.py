@@ -1,7 +1,7 @@
 """Core: another library's stream taken as a rawcuda Stream -- the ``__cuda_stream__`` protocol, consumed.
 
-torch and cuda.core streams answer ``__cuda_stream__()`` with ``(0, handle)``. Every ``stream=`` takes such an
-object. It becomes a *borrowed* Stream: it queues work on that handle and never destroys it.
+torch, CuPy and cuda.core streams answer ``__cuda_stream__()`` with ``(0, handle)``. Every ``stream=`` takes
+such an object. It becomes a *borrowed* Stream: it queues work on that handle and never destroys it.
 The borrowed Stream holds the other library's object, so the handle stays valid while rawcuda has work
 recorded on it. Its context is asked of the driver and must be the one the call works in.
 Passing the object reads its handle again at every call; ``BorrowedStream.of(obj)`` gives a Stream to keep.
@@ -15,6 +15,7 @@ from ctypes import byref, c_void_p
 from typing import Any
 
 from rawcuda.checked import cu
+from rawcuda.checked.errors import ClosedError
 from rawcuda.ffi.constants import LEGACY_STREAM_HANDLES, STREAM_PER_THREAD
 
 from .closecounter import closes
@@ -27,6 +28,7 @@ from .resource import Resource
 from .stream import STREAM_PROTOCOL_VERSION, Stream, finish_work, not_a_stream
 
 _CACHE_KEY = __name__  # this module's entry in Context.cache: {id(the other library's object): BorrowedStream}
+_RETIRING_KEY = __name__ + ".retiring"  # [BorrowedStream]: evicted ones whose work may still be running
 _lock = threading.Lock()  # guards those entries
 HANDLE_BITS = 64  # a CUstream is a pointer
 #: Borrowed streams a context keeps for the objects passed most recently. Each holds its object, so the cap
@@ -37,21 +39,18 @@ KEPT_PER_CONTEXT = 16
 def _let_go(handle: int, spare_markers: list[int], held: collections.deque[tuple[int, Any]], owner: Any) -> None:
     """Release what rawcuda added to a borrowed stream; the stream itself stays the other library's."""
     # Why: docs/hazards.md, "A borrowed stream is never destroyed". `owner` rides along: the other library's
-    # stream stays alive until the host memory held for copies queued on it can be let go. Only then does the
-    # host wait: a stream that had only launches lets go at once (an evicted one must not block a launch).
-    if held:
-        finish_work(handle, spare_markers, held)  # (no cuStreamDestroy: the stream is the other library's)
-    for marker in spare_markers:  # completed markers: nothing to wait for
-        cu.cuEventDestroy(marker)
-    spare_markers.clear()
+    # stream stays alive until its work is done. The wait is what lets an export count a dead stream as done,
+    # as it does a closed one: the pending record holds its streams weakly.
+    finish_work(handle, spare_markers, held)  # (no cuStreamDestroy: the stream is the other library's)
     closes.generation += 1  # launch caches keyed by this object's id must go (docs/hazards.md, same section)
 
 
 class BorrowedStream(Stream):
     """A stream another library made, used through rawcuda: ``owner`` is that library's object.
 
-    Everything a Stream does works on it. ``close()`` ends rawcuda's use of it (markers, held host memory),
-    never the stream. Made by :func:`borrow`; the other library must keep the stream open while rawcuda uses it.
+    Everything a Stream does works on it. ``close()`` waits for its work and ends rawcuda's use of it (markers,
+    held host memory), never the stream. Made by :func:`borrow`; the other library must keep the stream open
+    while rawcuda uses it. Every call that takes it asks ``owner`` again, and refuses it once the answer changed.
     """
 
     internal = True  # kept by its context for the next call that passes the same object: no leak
@@ -64,15 +63,45 @@ class BorrowedStream(Stream):
         self._held: collections.deque[tuple[int, Any]] = collections.deque()
         self._spare_markers: list[int] = []
         self._host_calls = HostCalls()
+        self._gone = ""  # why it closed, when its owner let the stream go
         self._own(_let_go, handle, self._spare_markers, self._held, owner)
         self.hold_context_weakly()  # the context's cache holds this: dropping both unclosed frees both
+
+    def check_owner(self) -> None:
+        """ClosedError when ``owner`` names another stream now (cuda.core's closed stream answers handle 0)."""
+        self.check_open()
+        now = protocol_handle(self.owner)
+        if now != self._handle:
+            self._gone = (
+                f"{self!r}: its {type(self.owner).__name__} now names stream {now:#x}, not {self._handle:#x} -- "
+                "the other library closed or replaced it. Pass that library's stream again (or borrow it again)"
+            )
+            self._abandon()
+            raise ClosedError(self._gone)
+
+    def check_open(self) -> None:
+        """ClosedError once closed; once its owner let the stream go, the error says so."""
+        if self._closed:
+            raise ClosedError(self._gone or f"{self!r} is closed; borrow the stream again (BorrowedStream.of)")
+
+    def _abandon(self) -> None:
+        """Closed without a call on the handle: its owner destroyed it, and waiting on it could crash."""
+        finalizer = self._finalizer
+        if finalizer is not None:
+            finalizer.detach()
+        for marker in self._spare_markers:  # rawcuda's own completed events: safe to destroy
+            cu.cuEventDestroy(marker)
+        self._spare_markers.clear()
+        self._closed = True
+        closes.generation += 1
+        self.context.forget(self)
 
     @classmethod
     def of(cls, obj: Any, context: Context | None = None) -> Stream | None:
         """``obj``'s stream (anything with ``__cuda_stream__``) as a Stream of ``context`` (the default when None).
 
-        Keep it and pass it as ``stream=``: launches on it take the fast path, where passing ``obj`` itself reads
-        the handle again each time. None when ``obj`` names the legacy default stream.
+        Keep it and pass it as ``stream=``: the borrowing is done once, and ``obj`` is asked only whether it
+        still names the same stream. None when ``obj`` names the legacy default stream.
         """
         ctx = resolve(context)
         stream = as_stream(obj, ctx)
@@ -149,8 +178,12 @@ def borrow(obj: Any, context: Context) -> Stream | None:
     stream = BorrowedStream(obj, handle, context)
     with _lock:
         kept[id(obj)] = stream
-        evicted = kept.pop(next(iter(kept))) if len(kept) > KEPT_PER_CONTEXT else None
-    del evicted  # (outside the lock: its release may wait for host memory its copies hold)
+        if len(kept) > KEPT_PER_CONTEXT:  # the least recently used retires: kept until its stream is idle
+            context.cache.setdefault(_RETIRING_KEY, []).append(kept.pop(next(iter(kept))))
+        retiring = context.cache.get(_RETIRING_KEY, [])
+        idle = [s for s in retiring if s.closed or s.query()]  # (never blocks: cuStreamQuery)
+        retiring[:] = [s for s in retiring if s not in idle]
+    del idle  # (outside the lock: a release waits for the stream, which is idle now)
     return stream
 
 
@@ -160,6 +193,8 @@ def as_stream(stream: Any, context: Context) -> Stream | None:
     TypeError for anything else, saying what to pass.
     """
     if stream is None or isinstance(stream, Stream):
+        if type(stream) is BorrowedStream:
+            stream.check_owner()  # a handle its owner destroyed would crash the driver
         return stream
     if not stream_like(stream):
         raise TypeError(not_a_stream(stream))

@@ -216,3 +216,36 @@ def test_what_slipped_past_the_refusals(tmp_path: Path) -> None:
     assert result["attribute form"] == result["property form"] == "accepted"
     assert result["attribute form goes there"] is True
     assert result["threads"] == []
+
+
+CLOSED_OWNER = (
+    PREAMBLE
+    + """
+from rawcuda.checked.errors import ClosedError
+fake.fakelaunch_count.restype = ctypes.c_ulonglong
+theirs = Theirs(new_handle())
+kept = BorrowedStream.of(theirs)
+bound = fn.bind(1, 256, c, a, b, 256, stream=theirs)
+for _ in range(2):  # the second of each is the cached one
+    fn.launch(1, 256, c, a, b, 256, stream=kept)
+    bound()
+before = fake.fakelaunch_count()
+theirs.handle = 0  # what cuda.core's stream answers once it is closed: its old handle is destroyed
+out["launch"] = refusal(lambda: fn.launch(1, 256, c, a, b, 256, stream=kept))
+out["bound"] = refusal(bound)
+out["memset"] = refusal(lambda: c.memset(0, stream=kept))
+out["event"] = refusal(lambda: Event().record(kept))
+out["reached"] = fake.fakelaunch_count() - before
+print(json.dumps(out))
+"""
+)
+
+
+def test_a_kept_borrowed_stream_whose_owner_closed_it_is_refused(tmp_path: Path) -> None:
+    # Launching on the destroyed handle crashed the H200's driver (signal 11): a kept BorrowedStream and a
+    # bound launch must ask the owner again, and refuse once it names another stream.
+    result = over_fake_launch(CLOSED_OWNER, tmp_path)
+    for name in ("launch", "bound", "memset", "event"):
+        assert result[name].startswith("ClosedError: <BorrowedStream"), (name, result[name])
+        assert "the other library closed or replaced it" in result[name]
+    assert result["reached"] == 0

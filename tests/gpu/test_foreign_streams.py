@@ -3,11 +3,13 @@
 Each library's stream gets a long spin kernel and then a vector_add from rawcuda. Their stream reports busy
 while the spin runs (the work is on *their* queue), their own synchronize waits for both, and the sum is
 exact on fresh random data written over a poisoned output. A library whose stream lacks ``__cuda_stream__``
-is passed through a three-line adapter over its handle, as a user would write it.
+is passed through a three-line adapter over its handle, as a user would write it (CuPy 14 has the
+protocol; the adapter also wraps a rawcuda Stream of a created context below).
 """
 
 from __future__ import annotations
 
+import gc
 from collections.abc import Callable
 from typing import Any
 
@@ -15,7 +17,9 @@ import numpy as np
 import pytest
 
 import rawcuda
-from rawcuda import BorrowedStream, Context, DeviceBuffer, Module
+from rawcuda import BorrowedStream, Context, DeviceBuffer, Module, PoolBuffer, Stream
+from rawcuda.checked.errors import ClosedError
+from rawcuda.extras.growable import GrowableBuffer
 
 pytestmark = pytest.mark.gpu
 
@@ -102,3 +106,63 @@ def test_a_stream_of_another_context_is_refused_before_anything_is_queued(torch:
 def test_torch_default_stream_is_the_legacy_stream(torch: Any) -> None:
     s = torch.cuda.default_stream()
     assert BorrowedStream.of(protocol(s, s.cuda_stream)) is None  # handle 0: what stream=None means
+
+
+def test_an_export_waits_for_work_on_a_borrowed_stream_evicted_and_dropped(torch: Any) -> None:
+    # The evicted stream's release once let go without waiting: the pending record holds streams weakly and
+    # counted the dead one as done, and torch read the output before the kernel had written it.
+    rng = np.random.default_rng()
+    a_host = rng.standard_normal(N).astype(np.float32)
+    a, c = DeviceBuffer.from_array(a_host), DeviceBuffer.empty(N)
+    c.fill(np.float32(np.nan))
+    spin = Module(rawcuda.kernels.ptx_path("spin")).function("spin")
+    add = Module(rawcuda.kernels.ptx_path("vector_add")).function("vector_add")
+    first = torch.cuda.Stream()
+    spin.launch(1, 1, SPIN_NS, stream=first)
+    add.launch((N + BLOCK - 1) // BLOCK, BLOCK, c, a, a, N, stream=first)
+    others = [torch.cuda.Stream() for _ in range(20)]  # more than a context keeps: the first is evicted
+    for other in others:
+        add.launch(1, BLOCK, c, a, a, 0, stream=other)
+    del first, others
+    gc.collect()
+    np.testing.assert_array_equal(torch.from_dlpack(c).cpu().numpy(), a_host + a_host)
+
+
+def test_a_closed_cuda_core_stream_is_refused_not_launched_on() -> None:
+    # A bound launch and a kept BorrowedStream on a cuda.core stream its owner closed: the launch on the
+    # destroyed handle crashed the driver (signal 11). Now the owner is asked, and the answer has changed.
+    core = pytest.importorskip("cuda.core")
+    device = core.Device(0)
+    device.set_current()
+    s = device.create_stream()
+    c = DeviceBuffer.zeros(BLOCK)
+    add = Module(rawcuda.kernels.ptx_path("vector_add")).function("vector_add")
+    kept = BorrowedStream.of(s)
+    bound = add.bind(1, BLOCK, c, c, c, BLOCK, stream=s)
+    bound()
+    add.launch(1, BLOCK, c, c, c, BLOCK, stream=kept)
+    s.sync()
+    s.close()
+    with pytest.raises(ClosedError, match="closed or replaced it"):
+        bound()
+    with pytest.raises(ClosedError, match="closed or replaced it"):
+        add.launch(1, BLOCK, c, c, c, BLOCK, stream=kept)
+
+
+def test_a_refused_stream_leaves_a_growable_buffer_as_it_was() -> None:
+    grown = GrowableBuffer(1 << 24, np.float32)
+    with pytest.raises(TypeError, match="stream must be"):
+        grown.extend(np.ones(8, np.float32), stream=7)
+    assert grown.size == 0
+    grown.close()
+
+
+def test_calls_without_a_context_use_the_one_a_foreign_stream_is_in() -> None:
+    with Context.create() as other:
+        theirs = Stream(other)
+        adapter = Adapter(theirs.handle)
+        assert len(rawcuda.time_ms(lambda: None, reps=2, warmup=0, stream=adapter).times) == 2
+        buf = PoolBuffer(BLOCK, stream=adapter)
+        assert buf.context is other
+        buf.close()
+        theirs.synchronize()
