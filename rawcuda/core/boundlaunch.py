@@ -65,6 +65,7 @@ class BoundLaunch:
 
     def _refresh(self) -> None:
         """Before a call: bind again if anything closed; read a foreign array again; wait for its stream."""
+        self.function.check_open()  # first: a closed module says which kernel, and to load it again
         self._context.check_usable()  # a call skips it: an unusable context moved the close count
         if self._borrowed:
             self._spec[3].check_owner()  # another library's stream it closed: refused, not launched on

@@ -237,6 +237,7 @@ class Function:
 
         Returns the pack's new record of its launch on this stream, the pack, and the stream as a Stream.
         """
+        self.check_open()  # first: a closed module says which kernel, and to load it again
         self.context.check_usable()  # the fast path skips it: an unusable context moved the close count
         stream = as_stream(stream, self.context)  # another library's stream: borrowed, its context checked
         generation = closes.generation

@@ -15,7 +15,7 @@ from ctypes import byref, c_void_p
 from typing import Any
 
 from rawcuda.checked import cu
-from rawcuda.checked.errors import ClosedError
+from rawcuda.checked.errors import ClosedError, CudaError
 from rawcuda.ffi.constants import LEGACY_STREAM_HANDLES, STREAM_PER_THREAD
 
 from .closecounter import closes
@@ -70,7 +70,12 @@ class BorrowedStream(Stream):
     def check_owner(self) -> None:
         """ClosedError when ``owner`` names another stream now (cuda.core's closed stream answers handle 0)."""
         self.check_open()
-        now = protocol_handle(self.owner)
+        try:
+            now = protocol_handle(self.owner)
+        except Exception as exc:  # cuda.core's closed stream raises RuntimeError: the stream is gone as well
+            self._gone = f"{self!r}: its {type(self.owner).__name__} no longer answers __cuda_stream__ ({exc})"
+            self._abandon()
+            raise ClosedError(self._gone) from exc
         if now != self._handle:
             self._gone = (
                 f"{self!r}: its {type(self.owner).__name__} now names stream {now:#x}, not {self._handle:#x} -- "
@@ -112,6 +117,14 @@ class BorrowedStream(Stream):
     def __repr__(self) -> str:
         state = " closed" if self.closed else ""
         return f"<BorrowedStream {self._handle:#x} of {type(self.owner).__name__}{state}>"
+
+
+def _idle(stream: BorrowedStream) -> bool:
+    """Whether a retiring stream's work is done (cuStreamQuery: never blocks). An error answers no: it retires on."""
+    try:
+        return stream.closed or stream.query()
+    except CudaError:
+        return False
 
 
 def protocol_handle(obj: Any) -> int:
@@ -181,7 +194,7 @@ def borrow(obj: Any, context: Context) -> Stream | None:
         if len(kept) > KEPT_PER_CONTEXT:  # the least recently used retires: kept until its stream is idle
             context.cache.setdefault(_RETIRING_KEY, []).append(kept.pop(next(iter(kept))))
         retiring = context.cache.get(_RETIRING_KEY, [])
-        idle = [s for s in retiring if s.closed or s.query()]  # (never blocks: cuStreamQuery)
+        idle = [s for s in retiring if _idle(s)]
         retiring[:] = [s for s in retiring if s not in idle]
     del idle  # (outside the lock: a release waits for the stream, which is idle now)
     return stream
