@@ -143,9 +143,9 @@ def test_a_closed_cuda_core_stream_is_refused_not_launched_on() -> None:
     add.launch(1, BLOCK, c, c, c, BLOCK, stream=kept)
     s.sync()
     s.close()
-    with pytest.raises(ClosedError, match="closed or replaced it|no longer answers __cuda_stream__"):
+    with pytest.raises(ClosedError, match=r"closed or replaced it|no longer answers __cuda_stream__"):
         bound()
-    with pytest.raises(ClosedError, match="closed or replaced it|no longer answers __cuda_stream__"):
+    with pytest.raises(ClosedError, match=r"closed or replaced it|no longer answers __cuda_stream__"):
         add.launch(1, BLOCK, c, c, c, BLOCK, stream=kept)
 
 
