@@ -37,6 +37,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+import numpy as np
+
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -73,6 +75,10 @@ VARIANTS: dict[str, tuple[str, str]] = {
     "bound3_two_streams": ("b3()", "b3x()"),
     "bound8_two_streams": ("b8()", "b8x()"),
     "launch3_then_export": (L3.format(s="s1"), "c.__cuda_array_interface__"),
+    # Async copies of 1 KiB: what rawcuda adds around cuMemcpyHtoDAsync, beside the bare call (no launch).
+    "bare_copy_async": ("raw_htod(a_ptr, host_ptr, nbytes, s1_arg)",) * 2,
+    "copy_from_async": ("a.copy_from(host, stream=s1)",) * 2,
+    "copy_to_async": ("a.copy_to(out, stream=s1)",) * 2,
     # The fast path taken apart (bench/fake/anatomy.py): each step adds one piece; launch3 is the whole.
     **{f"anatomy_{step}": (f"anatomy.{step}(1, 256, c, a, b, n, stream=s1)",) * 2 for step in STEPS},
 }
@@ -111,6 +117,7 @@ def objects() -> dict[str, Any]:
     a, b, c = (DeviceBuffer.zeros(BLOCK) for _ in range(3))
     big = DeviceBuffer.zeros(BIG_N)
     many = [DeviceBuffer.zeros(BLOCK) for _ in range(BUFFERS_WIDE)]
+    host, out = np.ones(BLOCK, np.float32), np.empty(BLOCK, np.float32)
     n = 0
     values = [ctypes.c_uint64(c.ptr), ctypes.c_uint64(a.ptr), ctypes.c_uint64(b.ptr), ctypes.c_size_t(n)]
     params = (ctypes.c_void_p * len(values))(*[ctypes.addressof(v) for v in values])
@@ -129,7 +136,11 @@ def objects() -> dict[str, Any]:
         "b8": wide.bind(1, BLOCK, *many, n, stream=s1),
         "b8x": wide.bind(1, BLOCK, *many, n, stream=s2),
         "anatomy": Anatomy(fn, s1, (c, a, b, n)),
-        "sync": rawcuda.default_context().synchronize,
+        "raw_htod": cu.library().handle["cuMemcpyHtoDAsync_v2"],
+        **{"a_ptr": ctypes.c_uint64(a.ptr), "host_ptr": ctypes.c_void_p(host.ctypes.data)},
+        **{"nbytes": ctypes.c_size_t(a.nbytes), "s1_arg": ctypes.c_void_p(s1.handle), "host": host, "out": out},
+        # Each stream's synchronize also lets go of the host arrays its copies held (the context's does not).
+        "sync": lambda: (s1.synchronize(), s2.synchronize(), rawcuda.default_context().synchronize()),
     }
 
 
