@@ -91,15 +91,12 @@ class BorrowedStream(Stream):
 
     def _abandon(self) -> None:
         """Closed without a call on the handle: its owner destroyed it, and waiting on it could crash."""
-        finalizer = self._finalizer
-        if finalizer is not None:
-            finalizer.detach()
+        if self._finalizer is not None:
+            self._finalizer.detach()  # so the close below releases nothing through the handle
         for marker in self._spare_markers:  # rawcuda's own completed events: safe to destroy
             cu.cuEventDestroy(marker)
         self._spare_markers.clear()
-        self._closed = True
-        closes.generation += 1
-        self.context.forget(self)
+        Resource.close(self)  # closed, the close count moved, forgotten by its context
 
     @classmethod
     def of(cls, obj: Any, context: Context | None = None) -> Stream | None:
@@ -179,9 +176,14 @@ def borrow(obj: Any, context: Context) -> Stream | None:
     with _lock:  # several threads may borrow at once: the cache's order and its eviction must stay one
         kept: dict[int, BorrowedStream] = context.cache.setdefault(_CACHE_KEY, {})
         known = kept.pop(id(obj), None)
-        if known is not None and known.owner is obj and not known.closed and known.handle == handle:
-            kept[id(obj)] = known  # the most recently used last: the least recent goes first
-            return known
+        if known is not None and known.owner is obj and not known.closed:
+            if known.handle == handle:
+                kept[id(obj)] = known  # the most recently used last: the least recent goes first
+                return known
+        else:
+            known = None
+    if known is not None:  # the owner replaced its stream: the old handle may be destroyed, so no wait on it
+        known._abandon()
     owner = stream_context(handle)
     if owner != context.raw_handle:
         raise ValueError(
@@ -216,14 +218,19 @@ def as_stream(stream: Any, context: Context) -> Stream | None:
 
 def context_for(stream: Any, context: Context | None, ordinal: int = 0) -> Context:
     """The context a call with no ``context`` works in: a Stream's own; for another library's stream, the one
-    the driver says it is in, as rawcuda knows it; else the default context of device ``ordinal``."""
+    the driver says it is in, as rawcuda knows it; else the default context of device ``ordinal``.
+
+    TypeError, before any driver call, for a ``stream`` that is none of what a ``stream=`` takes.
+    """
+    if not stream_like(stream):  # refused before any driver call
+        raise TypeError(not_a_stream(stream))
     if context is not None:
         return resolve(context)
     if isinstance(stream, Stream):
         return stream.context
     fallback = default_context(ordinal)  # (also what makes the driver answer the question below)
-    if stream is None or not stream_like(stream):
-        return fallback  # (the call's own check then refuses a stream that is not one)
+    if stream is None:
+        return fallback
     handle = protocol_handle(stream)
     if handle in LEGACY_STREAM_HANDLES or handle == STREAM_PER_THREAD:
         return fallback

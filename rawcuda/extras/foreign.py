@@ -38,8 +38,8 @@ from rawcuda.core.devicebuffer import DeviceBuffer
 from rawcuda.core.elements import normalize_dtype, normalize_shape
 from rawcuda.core.guards.capturedeferral import capture_deferral
 from rawcuda.core.guards.foreignorder import order_after
-from rawcuda.core.stream import Stream, not_a_stream
-from rawcuda.core.streamargs import as_stream, context_for, stream_handle, stream_like
+from rawcuda.core.stream import Stream
+from rawcuda.core.streamargs import as_stream, context_for, stream_handle
 from rawcuda.ffi.attributes import PointerAttribute
 from rawcuda.ffi.types import CUdeviceptr
 from rawcuda.protocols.cai import NO_INTERFACE, foreign_pointer, read_interface
@@ -242,8 +242,6 @@ def _context(context: Context | None, stream: Any, ordinal: int) -> tuple[Contex
     A stream or context of the wrong type is a TypeError naming it.
     """
     if stream is not None and not isinstance(stream, Stream):
-        if not stream_like(stream):
-            raise TypeError(not_a_stream(stream))
         ctx = context_for(stream, context, ordinal)  # (with no context: the one the driver says it is in)
         return ctx, as_stream(stream, ctx)  # (its context checked: it must be the one adopted into)
     if context is not None:
